@@ -1,0 +1,44 @@
+# Two commands matter: `make run` and `make test`. Both work on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEV_CERTS := certs/dev
+PIP := $(BIN)/python -m pip --disable-pip-version-check
+
+.PHONY: run test lint typecheck unit clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "gpu-webhook needs Python 3.11 or newer")'
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet -e '.[dev]'
+	@touch $@
+
+$(DEV_CERTS)/tls.crt: | $(STAMP)
+	$(BIN)/gpu-webhook certs generate --out $(DEV_CERTS) --service gpu-webhook --namespace gpu-system --force
+
+run: $(STAMP) $(DEV_CERTS)/tls.crt
+	@echo
+	@echo "gpu-webhook is starting on https://127.0.0.1:8443 with the policies in policies/."
+	@echo "Send a sample review from another terminal:"
+	@echo
+	@echo "  curl --cacert $(DEV_CERTS)/ca.crt -H 'Content-Type: application/json' \\"
+	@echo "       --data @examples/review-gpu-pod.json https://127.0.0.1:8443/mutate"
+	@echo
+	$(BIN)/gpu-webhook serve
+
+test: lint typecheck unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check webhook tests bench
+	$(BIN)/ruff format --check webhook tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy --strict
+
+unit: $(STAMP) $(DEV_CERTS)/tls.crt
+	$(BIN)/pytest
+
+clean:
+	rm -rf $(VENV) $(DEV_CERTS) .mypy_cache .ruff_cache .pytest_cache .hypothesis

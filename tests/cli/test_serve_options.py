@@ -1,0 +1,103 @@
+"""Every serve flag also comes from GPU_WEBHOOK_*; the command line wins; bad values fail clearly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from webhook.cli import build_parser
+
+FLAGS = [
+    # (flag, env name, value, attribute, parsed)
+    ("--host", "HOST", "0.0.0.0", "host", "0.0.0.0"),
+    ("--port", "PORT", "9443", "port", 9443),
+    ("--cert-dir", "CERT_DIR", "/etc/tls", "cert_dir", Path("/etc/tls")),
+    ("--policies", "POLICIES", "/etc/policies", "policies", Path("/etc/policies")),
+    ("--audit-log", "AUDIT_LOG", "/var/log/audit.jsonl", "audit_log", Path("/var/log/audit.jsonl")),
+    ("--workers", "WORKERS", "2", "workers", 2),
+    ("--log-level", "LOG_LEVEL", "debug", "log_level", "debug"),
+    ("--failure-mode", "FAILURE_MODE", "open", "failure_mode", "open"),
+    ("--cert-check-seconds", "CERT_CHECK_SECONDS", "2.5", "cert_check_seconds", 2.5),
+]
+
+
+@pytest.mark.parametrize(("flag", "env", "value", "attribute", "parsed"), FLAGS)
+def test_flag_and_environment_agree(
+    monkeypatch: pytest.MonkeyPatch, flag: str, env: str, value: str, attribute: str, parsed: object
+) -> None:
+    assert getattr(build_parser().parse_args(["serve", flag, value]), attribute) == parsed
+    monkeypatch.setenv(f"GPU_WEBHOOK_{env}", value)
+    assert getattr(build_parser().parse_args(["serve"]), attribute) == parsed
+
+
+def test_command_line_wins_over_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPU_WEBHOOK_PORT", "1111")
+    assert build_parser().parse_args(["serve", "--port", "2222"]).port == 2222
+
+
+def test_defaults_are_the_dev_setup() -> None:
+    args = build_parser().parse_args(["serve"])
+    assert (args.host, args.port, args.cert_dir, args.policies) == (
+        "127.0.0.1",
+        8443,
+        None,
+        Path("policies"),
+    )
+
+
+def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    import os
+
+    return subprocess.run(
+        [sys.executable, "-m", "webhook", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (["serve", "--workers", "0"], {}, "must be at least 1"),
+        (["serve"], {"GPU_WEBHOOK_PORT": "https"}, "invalid int value"),
+        (["serve", "--log-level", "loud"], {}, "invalid choice"),
+    ],
+)
+def test_bad_values_are_usage_errors(args: list[str], env: dict[str, str], message: str) -> None:
+    result = _run(*args, env=env)
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+def test_missing_certificates_are_a_clear_startup_error(tmp_path: Path) -> None:
+    result = _run("serve", "--cert-dir", str(tmp_path), "--port", "0")
+    assert result.returncode == 2
+    assert f"cannot load {tmp_path}/tls.crt" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_missing_policy_directory_is_a_clear_startup_error(cert_dir: Path, tmp_path: Path) -> None:
+    result = _run("serve", "--cert-dir", str(cert_dir), "--policies", str(tmp_path / "none"), "--port", "0")
+    assert result.returncode == 2
+    assert "policy directory does not exist" in result.stderr
+
+
+def test_certs_commands_end_to_end(tmp_path: Path) -> None:
+    out = tmp_path / "tls"
+    assert (
+        _run("certs", "generate", "--out", str(out), "--service", "hook", "--namespace", "ops").returncode
+        == 0
+    )
+    again = _run("certs", "generate", "--out", str(out))
+    assert again.returncode == 2 and "--force" in again.stderr
+    assert _run("certs", "rotate", "--dir", str(out), "--days", "7").returncode == 0
+    shown = _run("certs", "show", "--dir", str(out))
+    assert shown.returncode == 0
+    assert "hook.ops.svc.cluster.local" in shown.stdout
+    assert "caBundle: LS0t" in shown.stdout

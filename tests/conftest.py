@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.server import ServerProcess, start_server
+from webhook import certs
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+BUNDLED_POLICIES = REPO / "policies"
+
+
+@pytest.fixture(scope="session")
+def cert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("certs")
+    certs.generate(directory, "gpu-webhook", "gpu-system", days=30)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def server(cert_dir: Path) -> Iterator[ServerProcess]:
+    """One real `gpu-webhook serve` over TLS, shared by tests that do not change its state."""
+    process = start_server(
+        ["--cert-dir", str(cert_dir), "--policies", str(BUNDLED_POLICIES)],
+        ca_file=cert_dir / certs.CA_CERT,
+    )
+    yield process
+    process.stop()

@@ -1,0 +1,162 @@
+"""AdmissionReview admission.k8s.io/v1 on the wire: parse untrusted bodies, encode responses.
+
+Pure: bytes in, typed dicts out. Every shape check that kube-apiserver relies on
+lives here, so `review()` can trust the request it is given.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any, cast
+
+import orjson
+
+from webhook.decision import Decision
+from webhook.errors import MalformedReview
+from webhook.types import (
+    ADMISSION_API_VERSION,
+    ADMISSION_KIND,
+    AdmissionRequest,
+    AdmissionResponse,
+    AdmissionReviewResponse,
+    Endpoint,
+)
+
+MAX_DEPTH = 128
+OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+_OPTIONAL_STRINGS = ("name", "namespace", "subResource")
+_OPTIONAL_OBJECTS = ("oldObject", "options")
+_GVK_KEYS = ("group", "version", "kind")
+_GVR_KEYS = ("group", "version", "resource")
+
+
+def parse_review(body: bytes) -> AdmissionRequest:
+    """Decode and shape-check an AdmissionReview; raise MalformedReview with one clear line."""
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        raise MalformedReview(f"body is not valid JSON: {e}") from e
+    _require(isinstance(document, dict), "body must be a JSON object")
+    _check_envelope(document)
+    request = document.get("request")
+    _require(isinstance(request, dict), "request must be an object")
+    _check_request(request)
+    _check_depth(request)
+    return cast(AdmissionRequest, request)
+
+
+def _check_envelope(document: dict[str, Any]) -> None:
+    api_version = document.get("apiVersion")
+    _require(
+        api_version == ADMISSION_API_VERSION,
+        f"unsupported apiVersion {_show(api_version)}; expected {ADMISSION_API_VERSION}",
+    )
+    kind = document.get("kind")
+    _require(kind == ADMISSION_KIND, f"unsupported kind {_show(kind)}; expected {ADMISSION_KIND}")
+
+
+def _check_request(request: dict[str, Any]) -> None:
+    uid = request.get("uid")
+    _require(isinstance(uid, str) and 0 < len(uid) <= 256, "request.uid must be a non-empty string")
+    _check_mapping_of_strings(request, "kind", _GVK_KEYS, required=True)
+    for key in ("resource", "requestResource"):
+        _check_mapping_of_strings(request, key, _GVR_KEYS, required=False)
+    _check_mapping_of_strings(request, "requestKind", _GVK_KEYS, required=False)
+    operation = request.get("operation")
+    _require(
+        isinstance(operation, str) and operation in OPERATIONS,
+        f"request.operation {_show(operation)} is not one of {sorted(OPERATIONS)}",
+    )
+    _check_object(request, str(operation))
+    for key in _OPTIONAL_STRINGS:
+        _require(isinstance(request.get(key, ""), str), f"request.{key} must be a string")
+    for key in _OPTIONAL_OBJECTS:
+        _require(_is_object_or_null(request.get(key)), f"request.{key} must be an object or null")
+    _require(isinstance(request.get("dryRun", False), bool), "request.dryRun must be a boolean")
+    _check_user_info(request.get("userInfo", {}))
+
+
+def _check_object(request: dict[str, Any], operation: str) -> None:
+    obj = request.get("object")
+    if operation in ("CREATE", "UPDATE"):
+        _require(isinstance(obj, dict), f"request.object must be an object for {operation}")
+    else:
+        _require(_is_object_or_null(obj), "request.object must be an object or null")
+
+
+def _check_mapping_of_strings(
+    request: dict[str, Any], key: str, fields: tuple[str, ...], *, required: bool
+) -> None:
+    value = request.get(key)
+    if value is None and not required:
+        return
+    if not isinstance(value, dict):
+        raise MalformedReview(f"request.{key} must be an object")
+    for field in fields:
+        _require(isinstance(value.get(field), str), f"request.{key}.{field} must be a string")
+
+
+def _check_user_info(user: Any) -> None:
+    if not isinstance(user, dict):
+        raise MalformedReview("request.userInfo must be an object")
+    _require(isinstance(user.get("username", ""), str), "request.userInfo.username must be a string")
+    groups = user.get("groups", [])
+    _require(
+        isinstance(groups, list) and all(isinstance(g, str) for g in groups),
+        "request.userInfo.groups must be a list of strings",
+    )
+
+
+def _check_depth(value: Any) -> None:
+    """Reject pathological nesting before any recursive code (deepcopy, diff) sees it."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        _require(depth <= MAX_DEPTH, f"request is nested deeper than {MAX_DEPTH} levels")
+        if isinstance(node, dict):
+            stack.extend((child, depth + 1) for child in node.values())
+        elif isinstance(node, list):
+            stack.extend((child, depth + 1) for child in node)
+
+
+def _is_object_or_null(value: Any) -> bool:
+    return value is None or isinstance(value, dict)
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise MalformedReview(message)
+
+
+def _show(value: Any) -> str:
+    """A short, safe rendering of an untrusted value for an error message."""
+    text = repr(value)
+    return text if len(text) <= 64 else text[:61] + "..."
+
+
+def encode_response(uid: str, decision: Decision, endpoint: Endpoint) -> bytes:
+    """The AdmissionReview reply kube-apiserver accepts for this endpoint."""
+    review: AdmissionReviewResponse = {
+        "apiVersion": ADMISSION_API_VERSION,
+        "kind": ADMISSION_KIND,
+        "response": build_response(uid, decision, endpoint),
+    }
+    return orjson.dumps(review)
+
+
+def build_response(uid: str, decision: Decision, endpoint: Endpoint) -> AdmissionResponse:
+    response: AdmissionResponse = {"uid": uid, "allowed": decision.allowed}
+    if not decision.allowed:
+        response["status"] = {
+            "code": decision.code,
+            "reason": decision.reason,
+            "message": decision.message,
+        }
+    if decision.allowed and decision.patch and endpoint == "mutate":
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(orjson.dumps(list(decision.patch))).decode("ascii")
+    if decision.warnings:
+        response["warnings"] = list(decision.warnings)
+    if decision.audit_annotations:
+        response["auditAnnotations"] = dict(decision.audit_annotations)
+    return response

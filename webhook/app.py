@@ -1,0 +1,195 @@
+"""The HTTP layer: starlette routes, body limits, and the one place errors become statuses.
+
+The only importer of starlette. It decodes, delegates to the service's review,
+and encodes; it knows nothing of policies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import orjson
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from webhook.admission import encode_response, parse_review
+from webhook.decision import Decision, deny
+from webhook.errors import MalformedReview, PayloadTooLarge, RequestError, UnsupportedMediaType
+from webhook.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from webhook.service import Service
+from webhook.types import AdmissionRequest, Endpoint
+
+log = logging.getLogger("webhook.http")
+
+STATUS_BY_ERROR: dict[type[RequestError], int] = {
+    MalformedReview: 400,
+    PayloadTooLarge: 413,
+    UnsupportedMediaType: 415,
+}
+JSON = "application/json"
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def build_app(service: Service) -> Starlette:
+    routes = [
+        Route("/mutate", admission_handler(service, "mutate"), methods=["POST"]),
+        Route("/validate", admission_handler(service, "validate"), methods=["POST"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz_handler(service), methods=["GET"]),
+        Route("/metrics", metrics_handler(service), methods=["GET"]),
+    ]
+    return Starlette(
+        routes=routes,
+        exception_handlers={HTTPException: http_error, Exception: unexpected_error},
+        lifespan=_lifespan(service),
+    )
+
+
+def admission_handler(service: Service, endpoint: Endpoint) -> Handler:
+    async def handle(request: Request) -> Response:
+        started = time.perf_counter()
+        log.debug("request received", extra={"endpoint": endpoint})
+        try:
+            _check_content_type(request)
+            admission = parse_review(await read_body(request, service.max_body_bytes))
+        except RequestError as e:
+            return _reject(service, endpoint, e, started)
+        decision = _decide(service, admission, endpoint)
+        body = encode_response(admission["uid"], decision, endpoint)
+        _account(service, endpoint, admission, decision, started)
+        return Response(body, media_type=JSON)
+
+    return handle
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """Read at most `limit` bytes; refuse a larger body as soon as that is known."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise MalformedReview("Content-Length is not a number")
+        if int(declared) > limit:
+            raise PayloadTooLarge(f"body of {declared} bytes exceeds the limit of {limit}")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"body exceeds the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _check_content_type(request: Request) -> None:
+    media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media_type != JSON:
+        raise UnsupportedMediaType(f"content type must be {JSON}, got {media_type or 'none'!r}")
+
+
+def _decide(service: Service, admission: AdmissionRequest, endpoint: Endpoint) -> Decision:
+    """Run the review; a bug must become the configured failure decision, never a 500."""
+    try:
+        return service.review(admission, endpoint)
+    except Exception:
+        ref = uuid.uuid4().hex[:12]
+        log.exception("review failed", extra={"ref": ref, "uid": admission["uid"], "endpoint": endpoint})
+        if service.failure_mode == "open":
+            return Decision(allowed=True, warnings=(f"gpu-webhook internal error (ref {ref}); allowed",))
+        return deny(f"gpu-webhook internal error (ref {ref}); failing closed", code=500)
+
+
+def _reject(service: Service, endpoint: Endpoint, error: RequestError, started: float) -> Response:
+    status = STATUS_BY_ERROR.get(type(error), 400)
+    service.metrics.observe(endpoint, "rejected", time.perf_counter() - started)
+    log.info("rejected request", extra={"endpoint": endpoint, "status": status, "error": str(error)})
+    return error_response(status, str(error))
+
+
+def _account(
+    service: Service,
+    endpoint: Endpoint,
+    admission: AdmissionRequest,
+    decision: Decision,
+    started: float,
+) -> None:
+    elapsed = time.perf_counter() - started
+    outcome = _outcome(decision)
+    service.metrics.observe(endpoint, outcome, elapsed)
+    log.info(
+        "admission",
+        extra={
+            "endpoint": endpoint,
+            "uid": admission["uid"],
+            "operation": admission["operation"],
+            "kind": admission["kind"]["kind"],
+            "namespace": admission.get("namespace", ""),
+            "object_name": admission.get("name", ""),
+            "decision": outcome,
+            "code": decision.code,
+            "patch_ops": len(decision.patch),
+            "ms": round(elapsed * 1000, 3),
+        },
+    )
+
+
+def _outcome(decision: Decision) -> str:
+    if not decision.allowed:
+        return "denied"
+    return "warned" if decision.warnings else "allowed"
+
+
+async def healthz(_: Request) -> Response:
+    return Response(b'{"status":"ok"}', media_type=JSON)
+
+
+def readyz_handler(service: Service) -> Handler:
+    async def readyz(_: Request) -> Response:
+        state = service.readiness()
+        body = orjson.dumps({"ready": state.ready, "checks": dict(state.checks)})
+        return Response(body, status_code=200 if state.ready else 503, media_type=JSON)
+
+    return readyz
+
+
+def metrics_handler(service: Service) -> Handler:
+    async def metrics(_: Request) -> Response:
+        return Response(service.metrics.render(), media_type=METRICS_CONTENT_TYPE)
+
+    return metrics
+
+
+def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps({"error": message}), status_code=status, media_type=JSON, headers=headers)
+
+
+async def http_error(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return error_response(exc.status_code, exc.detail, headers=dict(exc.headers or {}))
+
+
+async def unexpected_error(_: Request, exc: Exception) -> Response:
+    log.error("unhandled error", extra={"error_type": type(exc).__name__})
+    return error_response(500, "internal error")
+
+
+def _lifespan(
+    service: Service,
+) -> Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]]:
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        for start in service.on_startup:
+            await start()
+        try:
+            yield
+        finally:
+            for stop in service.on_shutdown:
+                await stop()
+
+    return lifespan

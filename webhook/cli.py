@@ -1,0 +1,140 @@
+"""The gpu-webhook command line. Parses arguments into Settings and hands off; no logic here."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from webhook import __version__, certs
+from webhook.config import DEFAULT_NAMESPACE, DEFAULT_SERVICE, DEV_CERT_DIR, Settings
+from webhook.errors import WebhookError
+
+ENV_PREFIX = "GPU_WEBHOOK_"
+Command = Callable[[argparse.Namespace], int]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    command: Command = args.command
+    try:
+        return command(args)
+    except WebhookError as e:
+        print(f"gpu-webhook: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpu-webhook", description="Admission webhook for GPU workloads.")
+    parser.add_argument("--version", action="version", version=f"gpu-webhook {__version__}")
+    commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
+    _add_serve(commands)
+    _add_certs(commands)
+    return parser
+
+
+def env(name: str, default: str | None = None) -> str | None:
+    """Every serve flag can come from GPU_WEBHOOK_<FLAG>; the command line wins."""
+    return os.environ.get(ENV_PREFIX + name.upper().replace("-", "_"), default)
+
+
+def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = commands.add_parser("serve", help="serve /mutate and /validate over HTTPS")
+    serve.add_argument("--host", default=env("host", "127.0.0.1"))
+    serve.add_argument("--port", type=int, default=env("port", "8443"))
+    serve.add_argument("--cert-dir", type=Path, default=env("cert-dir"), help="reads tls.crt and tls.key")
+    serve.add_argument("--policies", type=Path, default=env("policies", "policies"), help="policy directory")
+    serve.add_argument("--audit-log", type=Path, default=env("audit-log"), help="decision log file")
+    serve.add_argument("--workers", type=_positive, default=env("workers", "1"))
+    serve.add_argument(
+        "--log-level",
+        choices=["debug", "info", "warning", "error"],
+        default=env("log-level", "info"),
+    )
+    serve.add_argument(
+        "--cert-check-seconds",
+        type=float,
+        default=env("cert-check-seconds", "1"),
+        help="how often a handshake may look for rotated certificate files",
+    )
+    serve.add_argument("--failure-mode", choices=["closed", "open"], default=env("failure-mode", "closed"))
+    serve.set_defaults(command=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from webhook.server import serve
+
+    settings = Settings(
+        host=args.host,
+        port=args.port,
+        cert_dir=args.cert_dir or DEV_CERT_DIR,
+        dev_certs=args.cert_dir is None,
+        policies_dir=args.policies,
+        audit_log=args.audit_log,
+        workers=args.workers,
+        log_level=args.log_level,
+        failure_mode=args.failure_mode,
+        cert_check_seconds=args.cert_check_seconds,
+    )
+    serve(settings)
+    return 0
+
+
+def _add_certs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    group = commands.add_parser("certs", help="create, rotate and inspect TLS certificates")
+    actions = group.add_subparsers(title="actions", required=True, metavar="ACTION")
+    generate = actions.add_parser("generate", help="write a new CA and serving certificate")
+    generate.add_argument("--out", type=Path, required=True)
+    generate.add_argument("--service", default=DEFAULT_SERVICE)
+    generate.add_argument("--namespace", default=DEFAULT_NAMESPACE)
+    generate.add_argument("--days", type=_positive, default=365)
+    generate.add_argument("--force", action="store_true", help="replace an existing CA")
+    generate.set_defaults(command=_certs_generate)
+    rotate = actions.add_parser("rotate", help="issue a new serving certificate from the existing CA")
+    rotate.add_argument("--dir", type=Path, required=True)
+    rotate.add_argument("--days", type=_positive, default=365)
+    rotate.add_argument("--service", help="rename the certificate; default: keep the current names")
+    rotate.add_argument("--namespace", help="with --service")
+    rotate.set_defaults(command=_certs_rotate)
+    show = actions.add_parser("show", help="print subjects, SANs, expiry and the caBundle")
+    show.add_argument("--dir", type=Path, required=True)
+    show.set_defaults(command=_certs_show)
+
+
+def _certs_generate(args: argparse.Namespace) -> int:
+    certs.generate(args.out, args.service, args.namespace, days=args.days, force=args.force)
+    print(f"wrote {args.out}/ca.crt, ca.key, tls.crt, tls.key")
+    return 0
+
+
+def _certs_rotate(args: argparse.Namespace) -> int:
+    certs.rotate(args.dir, days=args.days, service=args.service, namespace=args.namespace)
+    print(f"rotated {args.dir}/tls.crt and tls.key; the CA is unchanged")
+    return 0
+
+
+def _certs_show(args: argparse.Namespace) -> int:
+    now = dt.datetime.now(dt.UTC)
+    for name, info in certs.describe(args.dir).items():
+        days_left = (info.not_after - now).days
+        print(f"{name}:")
+        print(f"  subject:   {info.subject}")
+        print(f"  issuer:    {info.issuer}")
+        print(f"  dns names: {', '.join(info.dns_names) or '-'}")
+        print(f"  ip:        {', '.join(info.ip_addresses) or '-'}")
+        print(f"  valid:     {info.not_before:%Y-%m-%d} to {info.not_after:%Y-%m-%d} ({days_left} days left)")
+    print(f"caBundle: {certs.ca_bundle(args.dir)}")
+    return 0
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value

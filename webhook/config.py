@@ -1,0 +1,31 @@
+"""Settings: one frozen object, built by the CLI and passed explicitly everywhere."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+DEV_CERT_DIR = Path("certs/dev")
+BUNDLED_POLICIES = Path("policies")
+DEFAULT_SERVICE = "gpu-webhook"
+DEFAULT_NAMESPACE = "gpu-system"
+MiB = 1024 * 1024
+
+FailureMode = Literal["closed", "open"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    host: str = "127.0.0.1"
+    port: int = 8443
+    cert_dir: Path = DEV_CERT_DIR
+    dev_certs: bool = True
+    policies_dir: Path = BUNDLED_POLICIES
+    audit_log: Path | None = None
+    workers: int = 1
+    log_level: str = "info"
+    max_body_bytes: int = 3 * MiB
+    shutdown_grace_seconds: int = 20
+    cert_check_seconds: float = 1.0
+    failure_mode: FailureMode = "closed"

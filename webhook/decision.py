@@ -1,0 +1,68 @@
+"""What `review()` decides, independent of how it travels back to kube-apiserver."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from webhook.types import EnforcementAction, KubeObject, PatchOperation
+
+WARNING_MAX_CHARS = 120
+WARNINGS_TOTAL_MAX_CHARS = 4096
+MESSAGE_MAX_CHARS = 4096
+REASONS = {400: "BadRequest", 403: "Forbidden", 422: "Invalid", 429: "TooManyRequests"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One policy's verdict on one request; the audit log keeps every finding."""
+
+    policy: str
+    action: EnforcementAction
+    message: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    code: int = 200
+    message: str = ""
+    warnings: tuple[str, ...] = ()
+    patch: tuple[PatchOperation, ...] = ()
+    audit_annotations: Mapping[str, str] = field(default_factory=dict)
+    findings: tuple[Finding, ...] = ()
+    object: KubeObject | None = None
+    sharing_mode: str | None = None
+
+    @property
+    def reason(self) -> str:
+        return REASONS.get(self.code, "Forbidden" if self.code < 500 else "InternalError")
+
+
+ALLOW = Decision(allowed=True)
+
+
+def deny(message: str, *, code: int = 403, findings: tuple[Finding, ...] = ()) -> Decision:
+    text = clean_text(message, MESSAGE_MAX_CHARS) or "denied by policy"
+    return Decision(allowed=False, code=code, message=text, findings=findings)
+
+
+def clamp_warnings(warnings: Iterable[str]) -> tuple[str, ...]:
+    """Apply kube-apiserver's limits: each under 120 characters, 4096 in total."""
+    kept: list[str] = []
+    total = 0
+    for warning in warnings:
+        text = clean_text(warning, WARNING_MAX_CHARS - 1)
+        if not text or text in kept:
+            continue
+        if total + len(text) > WARNINGS_TOTAL_MAX_CHARS:
+            break
+        kept.append(text)
+        total += len(text)
+    return tuple(kept)
+
+
+def clean_text(text: str, limit: int) -> str:
+    """One printable line of at most `limit` characters; user strings may carry anything."""
+    flat = "".join(ch if ch.isprintable() else " " for ch in text).strip()
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."

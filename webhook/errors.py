@@ -1,0 +1,64 @@
+"""The exception tree. HTTP statuses are assigned in `app.py` alone."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class WebhookError(Exception):
+    """Base of every error this package raises on purpose."""
+
+
+class RequestError(WebhookError):
+    """The client sent something we cannot review."""
+
+
+class MalformedReview(RequestError):
+    """The body is not a well-formed AdmissionReview admission.k8s.io/v1."""
+
+
+class PayloadTooLarge(RequestError):
+    """The body exceeds the configured size limit."""
+
+
+class UnsupportedMediaType(RequestError):
+    """The body is not declared as JSON."""
+
+
+class ConfigError(WebhookError):
+    """A setting or a file named by a setting is unusable."""
+
+
+class CertError(WebhookError):
+    """Certificates cannot be generated, read or loaded."""
+
+
+class ClusterError(WebhookError):
+    """The Kubernetes API failed or answered with something unusable."""
+
+
+@dataclass(frozen=True)
+class PolicyProblem:
+    """One reason a policy file was rejected, located for the person who edits it."""
+
+    file: str
+    line: int
+    path: str
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        field = f" {self.path}:" if self.path else ""
+        return f"{where}:{field} {self.reason}"
+
+
+class PolicyError(WebhookError):
+    """A policy set failed to load; carries every problem found, not just the first."""
+
+    def __init__(self, problems: list[PolicyProblem]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+class EvaluationError(WebhookError):
+    """A policy failed while evaluating one request."""

@@ -1,0 +1,1 @@
+"""Policy files: loading, schema checks, compilation and hot reload."""

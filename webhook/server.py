@@ -1,0 +1,75 @@
+"""Run the HTTPS server: the only importer of uvicorn.
+
+Each worker process builds its own Service from the same Settings (uvicorn pickles
+the config into spawned workers), so nothing global is shared between them.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import ssl
+from collections.abc import Callable
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from uvicorn.supervisors import Multiprocess
+
+from webhook import certs
+from webhook.app import build_app
+from webhook.compose import build_service
+from webhook.config import DEFAULT_NAMESPACE, DEFAULT_SERVICE, Settings
+from webhook.errors import CertError
+from webhook.logs import configure, logging_config
+from webhook.policy.loader import load_directory
+from webhook.tls import ReloadingContext, server_context
+
+log = logging.getLogger("webhook.server")
+
+
+def serve(settings: Settings) -> None:
+    """Check everything a worker needs, then serve until SIGTERM; in-flight requests drain."""
+    configure(settings.log_level)
+    _prepare_certs(settings)
+    load_directory(settings.policies_dir)
+    config = uvicorn.Config(
+        app=functools.partial(create_app, settings),
+        factory=True,
+        host=settings.host,
+        port=settings.port,
+        workers=settings.workers,
+        ssl_context_factory=functools.partial(tls_context, settings),
+        log_config=logging_config(settings.log_level),
+        access_log=False,
+        http="httptools",
+        loop="uvloop",
+        lifespan="on",
+        server_header=False,
+        timeout_graceful_shutdown=settings.shutdown_grace_seconds,
+    )
+    log.info(
+        "serving",
+        extra={"url": f"https://{settings.host}:{settings.port}", "workers": settings.workers},
+    )
+    if settings.workers > 1:
+        Multiprocess(config, sockets=[config.bind_socket()]).run()
+    else:
+        uvicorn.Server(config).run()
+
+
+def create_app(settings: Settings) -> Starlette:
+    return build_app(build_service(settings))
+
+
+def tls_context(settings: Settings, _config: Any, _default: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
+    return ReloadingContext(settings.cert_dir, check_seconds=settings.cert_check_seconds).context
+
+
+def _prepare_certs(settings: Settings) -> None:
+    if settings.dev_certs and certs.ensure_dev_certs(settings.cert_dir, DEFAULT_SERVICE, DEFAULT_NAMESPACE):
+        log.info("generated development certificates", extra={"dir": str(settings.cert_dir)})
+    try:
+        server_context(settings.cert_dir / certs.TLS_CERT, settings.cert_dir / certs.TLS_KEY)
+    except (OSError, ssl.SSLError) as e:
+        raise CertError(f"cannot load {settings.cert_dir}/tls.crt and tls.key: {e}") from e

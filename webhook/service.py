@@ -1,0 +1,30 @@
+"""The running service as the HTTP layer sees it: built by the composition root, consumed by app.py."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from webhook.config import FailureMode
+from webhook.decision import Decision
+from webhook.metrics import Metrics
+from webhook.types import AdmissionRequest, Endpoint
+
+Hook = Callable[[], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Readiness:
+    ready: bool
+    checks: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Service:
+    review: Callable[[AdmissionRequest, Endpoint], Decision]
+    readiness: Callable[[], Readiness]
+    metrics: Metrics
+    max_body_bytes: int
+    failure_mode: FailureMode = "closed"
+    on_startup: Sequence[Hook] = field(default_factory=tuple)
+    on_shutdown: Sequence[Hook] = field(default_factory=tuple)

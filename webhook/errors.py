@@ -25,6 +25,10 @@ class UnsupportedMediaType(RequestError):
     """The body is not declared as JSON."""
 
 
+class AdmissionDenied(WebhookError):
+    """The object cannot be admitted as it is; the message is written for the person who sent it."""
+
+
 class ConfigError(WebhookError):
     """A setting or a file named by a setting is unusable."""
 

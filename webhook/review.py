@@ -1,16 +1,36 @@
 """review(): one admission request in, one decision out. No HTTP, no I/O.
 
 The server and the offline CLI both call this function, so what a user checks
-offline is what the cluster gets.
+offline is what the cluster gets. The fast path comes first: requests from our own
+service account, objects without a pod, excluded namespaces, and pods without GPUs.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
-from webhook.decision import ALLOW, Decision
-from webhook.policy.model import PolicySet
+from webhook import gpu
+from webhook.decision import ALLOW, Decision, Finding, clamp_warnings, deny
+from webhook.errors import AdmissionDenied
+from webhook.match import glob_matches
+from webhook.mutation import resources
+from webhook.mutation.engine import mutate_object, select_policy
+from webhook.mutation.shape import ShapeError, check_pod_shape
+from webhook.mutation.target import PodTarget, pod_target
+from webhook.policy.model import PolicySet, SharingPolicy
 from webhook.types import AdmissionRequest, Endpoint
+from webhook.validation import builtin
+
+
+def _no_labels(_: str) -> Mapping[str, str]:
+    return {}
+
+
+@dataclass(frozen=True)
+class ReviewSettings:
+    excluded_namespaces: tuple[str, ...] = ("kube-system",)
+    own_username: str | None = None
 
 
 @dataclass(frozen=True)
@@ -18,6 +38,17 @@ class ReviewDeps:
     """Everything a review may read: immutable snapshots, swapped whole between requests."""
 
     policies: PolicySet
+    settings: ReviewSettings = field(default_factory=ReviewSettings)
+    namespace_labels: Callable[[str], Mapping[str, str]] = _no_labels
+
+
+@dataclass(frozen=True)
+class Subject:
+    """The pod under review, where it lives, and the sharing policy that applies to it."""
+
+    target: PodTarget
+    namespace: str
+    policy: SharingPolicy | None
 
 
 def review(request: AdmissionRequest, endpoint: Endpoint, deps: ReviewDeps) -> Decision:
@@ -27,8 +58,72 @@ def review(request: AdmissionRequest, endpoint: Endpoint, deps: ReviewDeps) -> D
 
 
 def mutate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
-    return ALLOW
+    if request["operation"] != "CREATE":
+        return ALLOW
+    subject = gpu_subject(request, deps)
+    if subject is None or subject.policy is None:
+        return ALLOW
+    try:
+        result = mutate_object(request["object"] or {}, subject.policy, deps.policies.shared_names)
+    except ShapeError as e:
+        return deny(f"{subject.target.describe()}: {e}", code=400)
+    except AdmissionDenied as e:
+        return deny(str(e), findings=(Finding(subject.policy.name, "deny", str(e)),))
+    stamp = subject.policy.stamp
+    return Decision(
+        allowed=True,
+        patch=result.patch,
+        warnings=clamp_warnings(result.warnings),
+        audit_annotations={"sharing-policy": stamp, "sharing-mode": result.mode},
+        object=result.object,
+        sharing_mode=result.mode,
+    )
 
 
 def validate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
-    return ALLOW
+    if request["operation"] not in ("CREATE", "UPDATE"):
+        return ALLOW
+    subject = gpu_subject(request, deps)
+    if subject is None:
+        return ALLOW
+    try:
+        check_pod_shape(subject.target)
+    except ShapeError as e:
+        return deny(f"{subject.target.describe()}: {e}", code=400)
+    findings = builtin.check(subject.target, subject.policy, deps.policies.shared_names)
+    return decide(findings)
+
+
+def decide(findings: list[Finding]) -> Decision:
+    """Deny if any finding denies; warn for warn findings; dryrun findings are only recorded."""
+    denials = [f for f in findings if f.action == "deny"]
+    warnings = clamp_warnings(f"{f.policy}: {f.message}" for f in findings if f.action == "warn")
+    if denials:
+        decision = deny("\n".join(f"[{f.policy}] {f.message}" for f in denials), findings=tuple(findings))
+        return Decision(**{**decision.__dict__, "warnings": warnings})
+    return Decision(allowed=True, warnings=warnings, findings=tuple(findings))
+
+
+def gpu_subject(request: AdmissionRequest, deps: ReviewDeps) -> Subject | None:
+    """The fast path: None unless this is a GPU pod in a namespace we review."""
+    settings = deps.settings
+    if settings.own_username and request.get("userInfo", {}).get("username") == settings.own_username:
+        return None
+    target = pod_target(request["object"])
+    if target is None:
+        return None
+    namespace = request.get("namespace") or target.metadata.get("namespace") or "default"
+    if glob_matches(settings.excluded_namespaces, namespace):
+        return None
+    if not is_gpu_pod(target, deps.policies.shared_names):
+        return None
+    labels = deps.namespace_labels(namespace)
+    policy = select_policy(deps.policies.sharing, namespace, labels, target.labels)
+    return Subject(target, namespace, policy)
+
+
+def is_gpu_pod(target: PodTarget, shared_names: tuple[str, ...]) -> bool:
+    annotations = target.annotations
+    if gpu.KAI_FRACTION in annotations or gpu.KAI_MEMORY in annotations:
+        return True
+    return any(resources.uses_gpu(c, shared_names) for _, c in target.containers())

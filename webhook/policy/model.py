@@ -1,11 +1,82 @@
-"""The compiled policy set that review() reads. Immutable; reload builds a new one."""
+"""The compiled policy set that review() reads. Immutable; a reload builds a new one."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from webhook.match import Match
+
+SharingMode: TypeAlias = Literal["exclusive", "timeslice", "mps", "mig", "hami", "kai"]
+SHARING_MODES: tuple[SharingMode, ...] = ("exclusive", "timeslice", "mps", "mig", "hami", "kai")
+
+
+@dataclass(frozen=True)
+class Sharing:
+    mode: SharingMode
+    resource_name: str | None = None
+    gpu_model: str | None = None
+    default_memory_mib: int | None = None
+    cores: int | None = None
+    allow_opt_out: bool = False
+
+
+@dataclass(frozen=True)
+class Preference:
+    weight: int
+    requirement: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Inject:
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    required: tuple[Mapping[str, Any], ...] = ()
+    preferred: tuple[Preference, ...] = ()
+    priority_class_name: str | None = None
+    scheduler_name: str | None = None
+    runtime_class_name: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    image: str
+    interval_seconds: int = 600
+    mount_path: str = "/checkpoints"
+    volume: Mapping[str, Any] = field(default_factory=lambda: {"emptyDir": {}})
+    native_sidecar: bool = True
+    termination_grace_period_seconds: int = 120
+    resources: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SharingPolicy:
+    name: str
+    digest: str
+    priority: int
+    match: Match
+    sharing: Sharing
+    inject: Inject = Inject()
+    checkpoint: Checkpoint | None = None
+    file: str = ""
+
+    @property
+    def stamp(self) -> str:
+        """What `gpuwebhook.io/applied` records: the policy and the exact version applied."""
+        return f"{self.name}@{self.digest[:12]}"
 
 
 @dataclass(frozen=True)
 class PolicySet:
     version: str = "empty"
     files: tuple[str, ...] = ()
+    # Sorted by precedence at load (highest priority first, ties by name): the first match wins.
+    sharing: tuple[SharingPolicy, ...] = ()
+
+    @property
+    def shared_names(self) -> tuple[str, ...]:
+        """Resource names that time-slicing and MPS policies advertise; they mark GPU pods too."""
+        return tuple({p.sharing.resource_name: None for p in self.sharing if p.sharing.resource_name})

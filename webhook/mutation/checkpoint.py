@@ -1,0 +1,121 @@
+"""The checkpoint sidecar: a volume, an agent container, and what GPU containers need to use it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webhook import gpu
+from webhook.mutation import resources
+from webhook.mutation.context import MutationContext
+from webhook.mutation.sharing import KAI_CONTAINER
+from webhook.mutation.target import PodTarget
+from webhook.policy.model import Checkpoint
+
+NAME = "gpuwebhook-checkpoint"
+DIR_ENV = "CHECKPOINT_DIR"
+INTERVAL_ENV = "CHECKPOINT_INTERVAL_SECONDS"
+DEFAULT_RESOURCES = {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}}
+SECURITY_CONTEXT = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+def checkpoint(target: PodTarget, context: MutationContext) -> bool:
+    config = context.policy.checkpoint
+    if config is None:
+        return False
+    changed = _volume(target, config)
+    changed |= _sidecar(target, config)
+    for container in _gpu_app_containers(target, context):
+        changed |= _mount(container, config)
+        changed |= _env(container, config)
+    changed |= _grace_period(target, config)
+    return changed
+
+
+def _volume(target: PodTarget, config: Checkpoint) -> bool:
+    volumes: list[dict[str, Any]] = target.spec.get("volumes") or []
+    if any(v.get("name") == NAME for v in volumes):
+        return False
+    target.spec["volumes"] = [*volumes, {"name": NAME, **_copy(config.volume)}]
+    return True
+
+
+def _sidecar(target: PodTarget, config: Checkpoint) -> bool:
+    if any(c.get("name") == NAME for _, c in target.containers()):
+        return False
+    list_name = "initContainers" if config.native_sidecar else "containers"
+    container = _agent(config)
+    if config.native_sidecar:
+        container["restartPolicy"] = "Always"  # a native sidecar: starts first, never blocks Job completion
+    target.spec[list_name] = [*(target.spec.get(list_name) or []), container]
+    return True
+
+
+def _agent(config: Checkpoint) -> dict[str, Any]:
+    return {
+        "name": NAME,
+        "image": config.image,
+        "env": [
+            *_checkpoint_env(config),
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        ],
+        "volumeMounts": [{"name": NAME, "mountPath": config.mount_path}],
+        "resources": _copy(config.resources or DEFAULT_RESOURCES),
+        "securityContext": _copy(SECURITY_CONTEXT),
+    }
+
+
+def _gpu_app_containers(target: PodTarget, context: MutationContext) -> list[dict[str, Any]]:
+    app = [c for c in target.spec.get("containers") or [] if c.get("name") != NAME]
+    kai_name = target.annotations.get(KAI_CONTAINER) or (app[0].get("name") if app else None)
+    kai_pod = any(k in target.annotations for k in (gpu.KAI_FRACTION, gpu.KAI_MEMORY))
+    return [
+        c
+        for c in app
+        if resources.uses_gpu(c, context.shared_names) or (kai_pod and c.get("name") == kai_name)
+    ]
+
+
+def _mount(container: dict[str, Any], config: Checkpoint) -> bool:
+    mounts: list[dict[str, Any]] = container.get("volumeMounts") or []
+    if any(m.get("name") == NAME or m.get("mountPath") == config.mount_path for m in mounts):
+        return False
+    container["volumeMounts"] = [*mounts, {"name": NAME, "mountPath": config.mount_path}]
+    return True
+
+
+def _env(container: dict[str, Any], config: Checkpoint) -> bool:
+    env: list[dict[str, Any]] = container.get("env") or []
+    present = {e.get("name") for e in env}
+    missing = [e for e in _checkpoint_env(config) if e["name"] not in present]
+    if missing:
+        container["env"] = env + missing
+    return bool(missing)
+
+
+def _checkpoint_env(config: Checkpoint) -> list[dict[str, Any]]:
+    return [
+        {"name": DIR_ENV, "value": config.mount_path},
+        {"name": INTERVAL_ENV, "value": str(config.interval_seconds)},
+    ]
+
+
+def _grace_period(target: PodTarget, config: Checkpoint) -> bool:
+    current = target.spec.get("terminationGracePeriodSeconds")
+    if current is not None and current >= config.termination_grace_period_seconds:
+        return False
+    target.spec["terminationGracePeriodSeconds"] = config.termination_grace_period_seconds
+    return True
+
+
+def _copy(value: Any) -> Any:
+    """A deep copy of plain policy data, so no two pods share a mutable dict."""
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value

@@ -1,0 +1,20 @@
+"""What mutators share while working on one pod."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from webhook.mutation.needs import PodNeeds
+from webhook.policy.model import SharingPolicy
+
+
+@dataclass
+class MutationContext:
+    policy: SharingPolicy
+    needs: PodNeeds
+    mode: str
+    shared_names: tuple[str, ...] = ()
+    warnings: dict[str, None] = field(default_factory=dict)
+
+    def warn(self, message: str) -> None:
+        self.warnings[message] = None  # mutators run more than once; say each thing once

@@ -1,0 +1,79 @@
+"""Reading and writing a container's GPU resources, keeping request == limit. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from webhook import gpu, quantity
+from webhook.errors import AdmissionDenied
+
+SECTIONS = ("limits", "requests")
+
+
+@dataclass(frozen=True)
+class WholeGpus:
+    """A container's whole-GPU ask: how many, and in which sections it was written."""
+
+    count: int
+    sections: tuple[str, ...]
+
+
+def sections(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    resources = container.get("resources")
+    if not isinstance(resources, dict):
+        return {}
+    return {s: resources[s] for s in SECTIONS if isinstance(resources.get(s), dict)}
+
+
+def whole_gpus(container: dict[str, Any], where: str) -> WholeGpus | None:
+    """The nvidia.com/gpu count, or None when the container asks for none."""
+    found = {name: values[gpu.GPU] for name, values in sections(container).items() if gpu.GPU in values}
+    if not found:
+        return None
+    counts = {name: _count(value, where) for name, value in found.items()}
+    if len(set(counts.values())) > 1:
+        raise AdmissionDenied(
+            f"{where}: {gpu.GPU} request ({counts['requests']}) must equal its limit ({counts['limits']})"
+        )
+    count = next(iter(counts.values()))
+    return WholeGpus(count, tuple(counts)) if count else None
+
+
+def _count(value: object, where: str) -> int:
+    try:
+        return quantity.parse_count(value, f"{where}: {gpu.GPU}")
+    except quantity.QuantityError as e:
+        raise AdmissionDenied(str(e)) from e
+
+
+def put(container: dict[str, Any], name: str, value: str, where: tuple[str, ...]) -> bool:
+    """Set `name` in the given sections, plus limits always (an extended resource needs one)."""
+    changed = False
+    resources = container.setdefault("resources", {})
+    for section in dict.fromkeys(("limits", *where)):
+        values = resources.setdefault(section, {})
+        if values.get(name) != value:
+            values[name] = value
+            changed = True
+    return changed
+
+
+def put_if_absent(container: dict[str, Any], name: str, value: str, where: tuple[str, ...]) -> bool:
+    present = any(name in values for values in sections(container).values())
+    return False if present else put(container, name, value, where)
+
+
+def drop(container: dict[str, Any], name: str) -> bool:
+    changed = False
+    for values in sections(container).values():
+        if name in values:
+            del values[name]
+            changed = True
+    return changed
+
+
+def uses_gpu(container: dict[str, Any], shared_names: tuple[str, ...] = ()) -> bool:
+    return any(
+        gpu.is_gpu_resource(name, shared_names) for values in sections(container).values() for name in values
+    )

@@ -1,0 +1,91 @@
+"""Where the pod is: a Pod itself, or the pod template of a workload object."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.types import KubeObject
+
+CONTAINER_LISTS = ("initContainers", "containers")
+TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {
+    "Pod": (),
+    "Deployment": ("spec", "template"),
+    "StatefulSet": ("spec", "template"),
+    "DaemonSet": ("spec", "template"),
+    "ReplicaSet": ("spec", "template"),
+    "ReplicationController": ("spec", "template"),
+    "Job": ("spec", "template"),
+    "CronJob": ("spec", "jobTemplate", "spec", "template"),
+    "PodTemplate": ("template",),
+}
+WORKLOAD_KINDS = frozenset(TEMPLATE_PATHS) - {"Pod"}
+
+
+@dataclass(frozen=True)
+class PodTarget:
+    """A pod-shaped dict (metadata + spec) inside an object, and how to name it to a user."""
+
+    pod: dict[str, Any]
+    kind: str
+    name: str
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return _mapping(self.pod, "metadata")
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return _mapping(self.pod, "spec")
+
+    @property
+    def labels(self) -> dict[str, str]:
+        labels = self.pod.get("metadata", {}).get("labels")
+        return labels if isinstance(labels, dict) else {}
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        annotations = self.pod.get("metadata", {}).get("annotations")
+        return annotations if isinstance(annotations, dict) else {}
+
+    def containers(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(list name, container) for init containers, then app containers."""
+        spec = self.pod.get("spec")
+        if not isinstance(spec, dict):
+            return
+        for list_name in CONTAINER_LISTS:
+            items = spec.get(list_name)
+            if isinstance(items, list):
+                yield from ((list_name, c) for c in items if isinstance(c, dict))
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.name}" if self.name else self.kind
+
+
+def pod_target(obj: KubeObject | None) -> PodTarget | None:
+    """The pod of a Pod or workload; None for other kinds or a template that is not a mapping."""
+    if not isinstance(obj, dict):
+        return None
+    kind = obj.get("kind", "Pod")
+    path = TEMPLATE_PATHS.get(kind) if isinstance(kind, str) else None
+    if path is None:
+        return None
+    node: Any = obj
+    for key in path:
+        node = node.get(key) if isinstance(node, dict) else None
+    if not isinstance(node, dict):
+        return None
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict):
+        metadata = {}
+    name = metadata.get("name") or metadata.get("generateName") or ""
+    return PodTarget(node, kind, str(name))
+
+
+def _mapping(parent: dict[str, Any], key: str) -> dict[str, Any]:
+    """The child mapping, created when absent (mutators add fields to it)."""
+    child = parent.get(key)
+    if not isinstance(child, dict):
+        child = parent[key] = {}
+    return child

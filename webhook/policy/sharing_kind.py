@@ -1,0 +1,245 @@
+"""GPUSharingPolicy: from a validated document to a compiled SharingPolicy, or located problems."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import orjson
+
+from webhook import gpu, quantity
+from webhook.errors import PolicyProblem
+from webhook.match import LabelSelector, Match, SelectorError, check_glob
+from webhook.policy.model import Checkpoint, Inject, Preference, Sharing, SharingPolicy
+from webhook.policy.schemas import GPU_SHARING_POLICY
+from webhook.policy.source import Document, Path
+from webhook.policy.validate import schema_problems
+
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_RESOURCE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_QUALIFIED = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+MODES_WITH_MEMORY = ("mig", "hami", "kai")
+SPEC: Path = ("spec",)
+
+
+class _Checker:
+    """Collects every problem of one document instead of stopping at the first."""
+
+    def __init__(self, document: Document) -> None:
+        self.document = document
+        self.problems: list[PolicyProblem] = []
+
+    def fail(self, path: Path, reason: str) -> None:
+        self.problems.append(self.document.problem(path, reason))
+
+    def check(self, path: Path, ok: bool, reason: str) -> None:
+        if not ok:
+            self.fail(path, reason)
+
+    def parsed(self, path: Path, parse: Callable[[], int]) -> int | None:
+        try:
+            return parse()
+        except quantity.QuantityError as e:
+            self.fail(path, str(e))
+            return None
+
+
+def compile_sharing_policy(document: Document) -> tuple[SharingPolicy | None, list[PolicyProblem]]:
+    problems = schema_problems(document, GPU_SHARING_POLICY)
+    if problems:
+        return None, problems
+    checker = _Checker(document)
+    spec = document.data["spec"]
+    checker.check(
+        ("metadata", "name"), bool(_DNS_SUBDOMAIN.match(document.name)), "must be a DNS subdomain name"
+    )
+    policy = SharingPolicy(
+        name=document.name,
+        digest=hashlib.sha256(orjson.dumps(spec, option=orjson.OPT_SORT_KEYS)).hexdigest(),
+        priority=spec.get("priority", 0),
+        match=_match(checker, spec.get("match", {}), (*SPEC, "match")),
+        sharing=_sharing(checker, spec["sharing"], (*SPEC, "sharing")),
+        inject=_inject(checker, spec.get("inject", {}), (*SPEC, "inject")),
+        checkpoint=_checkpoint(checker, spec.get("checkpoint"), (*SPEC, "checkpoint")),
+        file=document.file,
+    )
+    return (None, checker.problems) if checker.problems else (policy, [])
+
+
+def _match(checker: _Checker, raw: Mapping[str, Any], path: Path) -> Match:
+    for key in ("namespaces", "excludedNamespaces"):
+        for index, pattern in enumerate(raw.get(key, [])):
+            _glob(checker, pattern, (*path, key, index))
+    return Match(
+        namespaces=tuple(raw.get("namespaces", ())),
+        excluded_namespaces=tuple(raw.get("excludedNamespaces", ())),
+        namespace_selector=_selector(checker, raw.get("namespaceSelector"), (*path, "namespaceSelector")),
+        object_selector=_selector(checker, raw.get("podSelector"), (*path, "podSelector")),
+    )
+
+
+def _glob(checker: _Checker, pattern: str, path: Path) -> None:
+    try:
+        check_glob(pattern)
+    except SelectorError as e:
+        checker.fail(path, e.reason)
+
+
+def _selector(checker: _Checker, raw: Mapping[str, Any] | None, path: Path) -> LabelSelector | None:
+    if raw is None:
+        return None
+    try:
+        return LabelSelector.parse(raw)
+    except SelectorError as e:
+        location = _relative(e.path)
+        checker.fail((*path, *location), e.reason)
+        return None
+
+
+def _relative(dotted: str) -> Path:
+    """'matchExpressions[0].key' -> ('matchExpressions', 0, 'key')."""
+    parts: list[str | int] = []
+    for piece in re.findall(r"[^.\[\]]+|\[\d+\]", dotted):
+        parts.append(int(piece[1:-1]) if piece.startswith("[") else piece)
+    return tuple(parts)
+
+
+def _sharing(checker: _Checker, raw: Mapping[str, Any], path: Path) -> Sharing:
+    mode = raw["mode"]
+    _only_in(checker, raw, path, "resourceName", ("timeslice", "mps"))
+    _only_in(checker, raw, path, "gpuModel", MODES_WITH_MEMORY)
+    _only_in(checker, raw, path, "defaultMemory", MODES_WITH_MEMORY)
+    _only_in(checker, raw, path, "cores", MODES_WITH_MEMORY)
+    resource = raw.get("resourceName", gpu.SHARED_GPU if mode in ("timeslice", "mps") else None)
+    if resource is not None:
+        checker.check(
+            (*path, "resourceName"),
+            bool(_RESOURCE_NAME.match(resource)),
+            "must be an extended resource name like nvidia.com/gpu.shared",
+        )
+    model = raw.get("gpuModel")
+    checker.check(
+        (*path, "gpuModel"),
+        mode != "mig" or model is not None,
+        "mig mode needs gpuModel, to choose from its profile table",
+    )
+    memory = _default_memory(checker, raw, path, model)
+    if mode in ("hami", "kai"):
+        checker.check(
+            path,
+            memory is not None or "cores" in raw,
+            f"{mode} mode needs defaultMemory or cores, for pods that state neither",
+        )
+    return Sharing(mode, resource, model, memory, raw.get("cores"), raw.get("allowOptOut", False))
+
+
+def _only_in(checker: _Checker, raw: Mapping[str, Any], path: Path, key: str, modes: tuple[str, ...]) -> None:
+    if key in raw and raw["mode"] not in modes:
+        checker.fail((*path, key), f"applies only to modes {', '.join(modes)}, not {raw['mode']}")
+
+
+def _default_memory(checker: _Checker, raw: Mapping[str, Any], path: Path, model: str | None) -> int | None:
+    if "defaultMemory" not in raw:
+        return None
+    where = (*path, "defaultMemory")
+    mib = checker.parsed(where, lambda: quantity.parse_mib(raw["defaultMemory"], "defaultMemory"))
+    if mib is not None and model is not None and mib > gpu.model_memory_mib(model):
+        checker.fail(where, f"{raw['defaultMemory']} is more than a whole {model} holds")
+    return mib
+
+
+def _inject(checker: _Checker, raw: Mapping[str, Any], path: Path) -> Inject:
+    tolerations = raw.get("tolerations", [])
+    for index, toleration in enumerate(tolerations):
+        _toleration(checker, toleration, (*path, "tolerations", index))
+    affinity = raw.get("nodeAffinity", {})
+    required = affinity.get("required", [])
+    preferred = affinity.get("preferred", [])
+    for key, items in (("required", required), ("preferred", preferred)):
+        for index, requirement in enumerate(items):
+            _node_requirement(checker, requirement, (*path, "nodeAffinity", key, index))
+    for key in ("priorityClassName", "schedulerName", "runtimeClassName"):
+        if key in raw:
+            checker.check((*path, key), bool(_DNS_SUBDOMAIN.match(raw[key])), "must be a DNS subdomain name")
+    _metadata_map(checker, raw.get("labels", {}), (*path, "labels"), labels=True)
+    _metadata_map(checker, raw.get("annotations", {}), (*path, "annotations"), labels=False)
+    return Inject(
+        tolerations=tuple(tolerations),
+        required=tuple(required),
+        preferred=tuple(
+            Preference(r["weight"], {k: v for k, v in r.items() if k != "weight"}) for r in preferred
+        ),
+        priority_class_name=raw.get("priorityClassName"),
+        scheduler_name=raw.get("schedulerName"),
+        runtime_class_name=raw.get("runtimeClassName"),
+        labels=dict(raw.get("labels", {})),
+        annotations=dict(raw.get("annotations", {})),
+        force=raw.get("force", False),
+    )
+
+
+def _toleration(checker: _Checker, raw: Mapping[str, Any], path: Path) -> None:
+    operator = raw.get("operator", "Equal")
+    checker.check(
+        (*path, "value"), not (operator == "Exists" and raw.get("value")), "operator Exists takes no value"
+    )
+    checker.check(
+        (*path, "key"), bool(raw.get("key")) or operator == "Exists", "an empty key needs operator Exists"
+    )
+    checker.check(
+        (*path, "tolerationSeconds"),
+        "tolerationSeconds" not in raw or raw.get("effect") == "NoExecute",
+        "tolerationSeconds applies only to effect NoExecute",
+    )
+
+
+def _node_requirement(checker: _Checker, raw: Mapping[str, Any], path: Path) -> None:
+    operator, values = raw["operator"], raw.get("values", [])
+    checker.check(
+        (*path, "key"), bool(_QUALIFIED.match(raw["key"])), f"{raw['key']!r} is not a valid label key"
+    )
+    if operator in ("In", "NotIn"):
+        checker.check((*path, "values"), bool(values), f"operator {operator} needs at least one value")
+    elif operator in ("Exists", "DoesNotExist"):
+        checker.check((*path, "values"), not values, f"operator {operator} takes no values")
+    else:
+        single_integer = len(values) == 1 and values[0].lstrip("-").isdigit()
+        checker.check(
+            (*path, "values"), single_integer, f"operator {operator} needs exactly one integer value"
+        )
+
+
+def _metadata_map(checker: _Checker, raw: Mapping[str, str], path: Path, *, labels: bool) -> None:
+    for key, value in raw.items():
+        checker.check((*path, key), bool(_QUALIFIED.match(key)), f"{key!r} is not a valid key")
+        if labels:
+            checker.check(
+                (*path, key), bool(_LABEL_VALUE.match(value)), f"{value!r} is not a valid label value"
+            )
+
+
+def _checkpoint(checker: _Checker, raw: Mapping[str, Any] | None, path: Path) -> Checkpoint | None:
+    if raw is None:
+        return None
+    mount = raw.get("mountPath", "/checkpoints")
+    checker.check((*path, "mountPath"), mount.startswith("/"), "must be an absolute path")
+    for section, amounts in raw.get("resources", {}).items():
+        for name, amount in amounts.items():
+            try:
+                quantity.parse(amount)
+            except quantity.QuantityError as e:
+                checker.fail((*path, "resources", section, name), str(e))
+    return Checkpoint(
+        image=raw["image"],
+        interval_seconds=raw.get("intervalSeconds", 600),
+        mount_path=mount,
+        volume=raw.get("volume", {"emptyDir": {}}),
+        native_sidecar=raw.get("nativeSidecar", True),
+        termination_grace_period_seconds=raw.get("terminationGracePeriodSeconds", 120),
+        resources=raw.get("resources", {}),
+    )

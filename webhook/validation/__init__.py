@@ -1,0 +1,1 @@
+"""Pure validation: built-in GPU checks and the Rego constraint framework."""

@@ -1,0 +1,108 @@
+"""Built-in GPU checks on the final object: valid GPU quantities, KAI's rules, and sharing enforced.
+
+The last check closes a bypass: a pod that reaches /validate still asking for what the
+sharing policy would have rewritten did not go through /mutate (a webhook skipped by
+failurePolicy Ignore, or an object created before the policy).
+"""
+
+from __future__ import annotations
+
+from webhook import gpu, quantity
+from webhook.decision import Finding
+from webhook.errors import AdmissionDenied
+from webhook.mutation import resources
+from webhook.mutation.context import MutationContext
+from webhook.mutation.engine import clone
+from webhook.mutation.needs import read_needs
+from webhook.mutation.sharing import REWRITES
+from webhook.mutation.target import PodTarget
+from webhook.policy.model import SharingPolicy
+
+QUANTITIES = "gpu-builtin/quantities"
+KAI_RULES = "gpu-builtin/kai"
+SHARING = "gpu-builtin/sharing-enforced"
+
+
+def check(target: PodTarget, policy: SharingPolicy | None, shared_names: tuple[str, ...]) -> list[Finding]:
+    findings = _quantities(target, shared_names) + _kai(target)
+    if policy is not None and not findings:
+        findings += _sharing_enforced(target, policy, shared_names)
+    return findings
+
+
+def _quantities(target: PodTarget, shared_names: tuple[str, ...]) -> list[Finding]:
+    findings = []
+    for _, container in target.containers():
+        where = f"{target.describe()} container {container.get('name', '?')!r}"
+        problem = _container_quantities(container, where, shared_names)
+        if problem:
+            findings.append(Finding(QUANTITIES, "deny", problem))
+    return findings
+
+
+def _container_quantities(
+    container: dict[str, object], where: str, shared_names: tuple[str, ...]
+) -> str | None:
+    values = resources.sections(container)
+    names = {n for section in values.values() for n in section if gpu.is_gpu_resource(n, shared_names)}
+    for name in sorted(names):
+        try:
+            counts = {
+                s: quantity.parse_count(v[name], f"{where}: {name}") for s, v in values.items() if name in v
+            }
+        except quantity.QuantityError as e:
+            return str(e)
+        if len(set(counts.values())) > 1:
+            return f"{where}: {name} request ({counts['requests']}) must equal its limit ({counts['limits']})"
+    return None
+
+
+def _kai(target: PodTarget) -> list[Finding]:
+    annotations = target.annotations
+    if gpu.KAI_FRACTION in annotations and gpu.KAI_MEMORY in annotations:
+        return [
+            Finding(
+                KAI_RULES,
+                "deny",
+                f"{target.describe()}: set {gpu.KAI_FRACTION} or {gpu.KAI_MEMORY}, not both",
+            )
+        ]
+    if gpu.KAI_FRACTION in annotations:
+        try:
+            fraction = quantity.parse(annotations[gpu.KAI_FRACTION])
+        except quantity.QuantityError:
+            fraction = None
+        if fraction is None or not 0 < fraction < 1:
+            message = f"{target.describe()}: {gpu.KAI_FRACTION} must be a number between 0 and 1, exclusive"
+            return [Finding(KAI_RULES, "deny", message)]
+    fractional = gpu.KAI_FRACTION in annotations or gpu.KAI_MEMORY in annotations
+    if fractional and any(resources.whole_gpus(c, "") for _, c in target.containers()):
+        message = f"{target.describe()}: a KAI GPU fraction cannot be combined with whole {gpu.GPU}"
+        return [Finding(KAI_RULES, "deny", message)]
+    return []
+
+
+def _sharing_enforced(
+    target: PodTarget, policy: SharingPolicy, shared_names: tuple[str, ...]
+) -> list[Finding]:
+    rewrite = REWRITES.get(policy.sharing.mode)
+    if rewrite is None:
+        return []
+    try:
+        needs = read_needs(target)
+    except AdmissionDenied as e:
+        return [Finding(SHARING, "deny", str(e))]
+    if needs.opt_out and policy.sharing.allow_opt_out:
+        return []
+    copy = PodTarget(clone(target.pod), target.kind, target.name)
+    try:
+        changed = rewrite(copy, MutationContext(policy, needs, policy.sharing.mode, shared_names))
+    except AdmissionDenied as e:
+        return [Finding(SHARING, "deny", str(e))]
+    if not changed:
+        return []
+    message = (
+        f"{target.describe()} asks for whole GPUs, but policy {policy.name} requires {policy.sharing.mode} "
+        "sharing here; create it through the mutating webhook or ask for shared GPUs"
+    )
+    return [Finding(SHARING, "deny", message)]

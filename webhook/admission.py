@@ -38,7 +38,11 @@ def parse_review(body: bytes) -> AdmissionRequest:
         raise MalformedReview(f"body is not valid JSON: {e}") from e
     _require(isinstance(document, dict), "body must be a JSON object")
     _check_envelope(document)
-    request = document.get("request")
+    return check_request(document.get("request"))
+
+
+def check_request(request: Any) -> AdmissionRequest:
+    """Shape-check an AdmissionRequest that arrived by any route (HTTP or a file)."""
     _require(isinstance(request, dict), "request must be an object")
     _check_request(request)
     _check_depth(request)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from webhook import __version__, certs
+from webhook.commands import policies, review, test
 from webhook.config import DEFAULT_NAMESPACE, DEFAULT_SERVICE, DEV_CERT_DIR, Settings
 from webhook.errors import WebhookError
 
@@ -36,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
     _add_serve(commands)
     _add_certs(commands)
+    review.add_parser(commands)
+    test.add_parser(commands)
+    policies.add_parser(commands)
     return parser
 
 

@@ -152,3 +152,38 @@ GPU_SHARING_POLICY = _object(
     },
     ("apiVersion", "kind", "metadata", "spec"),
 )
+
+POLICY_TEST_CASE = _object(
+    {
+        "name": STRING,
+        "object": {"type": "object"},
+        "objectFile": STRING,
+        "namespace": STRING,
+        "user": STRING,
+        "groups": _array(STRING),
+        "inventory": _array({"type": "object"}),
+        "expect": _object(
+            {
+                "allowed": {"type": "boolean"},
+                "object": {"type": "object"},
+                "absent": _array({"type": "string", "pattern": "^/"}),
+                "messages": _array(STRING),
+                "warnings": _array(STRING),
+                "unchanged": {"type": "boolean"},
+            },
+        ),
+    },
+    ("name", "expect"),
+)
+POLICY_TEST = _object(
+    {
+        "apiVersion": {"const": GROUP_VERSION},
+        "kind": {"const": "PolicyTest"},
+        "metadata": METADATA,
+        "spec": _object(
+            {"policies": STRING, "inventory": STRING, "cases": {**_array(POLICY_TEST_CASE), "minItems": 1}},
+            ("cases",),
+        ),
+    },
+    ("apiVersion", "kind", "metadata", "spec"),
+)

@@ -1,0 +1,57 @@
+"""Read Kubernetes objects from files: multi-document YAML, JSON, `kind: List`, `kubectl get -o yaml`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from webhook.errors import ConfigError
+from webhook.types import KubeObject
+
+
+def read_objects(path: Path) -> list[KubeObject]:
+    """Every object in the file, with List items flattened, in file order."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read {path}: {e}") from e
+    return list(_flatten(_documents(text, path)))
+
+
+def _documents(text: str, path: Path) -> list[Any]:
+    if path.suffix == ".json":
+        try:
+            return [orjson.loads(text)]
+        except orjson.JSONDecodeError as e:
+            raise ConfigError(f"{path}: invalid JSON: {e}") from e
+    try:
+        return [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: invalid YAML: {e}") from e
+
+
+def _flatten(documents: list[Any]) -> Iterator[KubeObject]:
+    for document in documents:
+        if not isinstance(document, dict):
+            continue
+        kind = document.get("kind", "")
+        if isinstance(kind, str) and kind.endswith("List") and isinstance(document.get("items"), list):
+            yield from _flatten(document["items"])
+        else:
+            yield document
+
+
+def namespace_labels(objects: Sequence[KubeObject]) -> dict[str, Mapping[str, str]]:
+    """Labels of the Namespace objects among `objects`, with the label Kubernetes adds to every one."""
+    found: dict[str, Mapping[str, str]] = {}
+    for obj in objects:
+        metadata = obj.get("metadata")
+        if obj.get("kind") == "Namespace" and isinstance(metadata, dict) and metadata.get("name"):
+            name = str(metadata["name"])
+            labels = metadata.get("labels")
+            found[name] = {"kubernetes.io/metadata.name": name, **(labels if isinstance(labels, dict) else {})}
+    return found

@@ -67,6 +67,23 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=env("cert-check-seconds", "1"),
         help="how often a handshake may look for rotated certificate files",
     )
+    serve.add_argument(
+        "--policy-check-seconds",
+        type=float,
+        default=env("policy-check-seconds", "2"),
+        help="how often to look for changed policy files",
+    )
+    serve.add_argument(
+        "--exclude-namespaces",
+        type=_csv,
+        default=env("exclude-namespaces", "kube-system,gpu-system"),
+        help="comma-separated namespace globs never reviewed (avoid deadlocks)",
+    )
+    serve.add_argument(
+        "--own-username",
+        default=env("own-username"),
+        help="our service account's username, whose own requests are never reviewed",
+    )
     serve.add_argument("--failure-mode", choices=["closed", "open"], default=env("failure-mode", "closed"))
     serve.set_defaults(command=_serve)
 
@@ -85,6 +102,9 @@ def _serve(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         failure_mode=args.failure_mode,
         cert_check_seconds=args.cert_check_seconds,
+        policy_check_seconds=args.policy_check_seconds,
+        excluded_namespaces=args.exclude_namespaces,
+        own_username=args.own_username,
     )
     serve(settings)
     return 0
@@ -135,6 +155,10 @@ def _certs_show(args: argparse.Namespace) -> int:
         print(f"  valid:     {info.not_before:%Y-%m-%d} to {info.not_after:%Y-%m-%d} ({days_left} days left)")
     print(f"caBundle: {certs.ca_bundle(args.dir)}")
     return 0
+
+
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
 def _positive(text: str) -> int:

@@ -6,7 +6,8 @@ from webhook.config import Settings
 from webhook.decision import Decision
 from webhook.metrics import Metrics
 from webhook.policy.store import PolicyStore
-from webhook.review import ReviewDeps, review
+from webhook.policy.watch import PolicyWatcher
+from webhook.review import ReviewDeps, ReviewSettings, review
 from webhook.service import Readiness, Service
 from webhook.types import AdmissionRequest, Endpoint
 
@@ -15,12 +16,17 @@ def build_service(settings: Settings) -> Service:
     metrics = Metrics()
     store = PolicyStore(settings.policies_dir, metrics)
     store.load()
+    watcher = PolicyWatcher(store, settings.policy_check_seconds)
+    review_settings = ReviewSettings(settings.excluded_namespaces, settings.own_username)
 
     def run_review(request: AdmissionRequest, endpoint: Endpoint) -> Decision:
-        return review(request, endpoint, ReviewDeps(policies=store.current))
+        return review(request, endpoint, ReviewDeps(policies=store.current, settings=review_settings))
 
     def readiness() -> Readiness:
-        return Readiness(ready=store.loaded, checks={"policies": store.current.version})
+        checks = {"policies": store.current.version}
+        if store.last_error:
+            checks["policy_reload"] = f"rejected, last good set in force: {store.last_error}"
+        return Readiness(ready=store.loaded, checks=checks)
 
     return Service(
         review=run_review,
@@ -28,4 +34,6 @@ def build_service(settings: Settings) -> Service:
         metrics=metrics,
         max_body_bytes=settings.max_body_bytes,
         failure_mode=settings.failure_mode,
+        on_startup=(watcher.start,),
+        on_shutdown=(watcher.stop,),
     )

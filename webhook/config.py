@@ -28,4 +28,7 @@ class Settings:
     max_body_bytes: int = 3 * MiB
     shutdown_grace_seconds: int = 20
     cert_check_seconds: float = 1.0
+    policy_check_seconds: float = 2.0
+    excluded_namespaces: tuple[str, ...] = ("kube-system", DEFAULT_NAMESPACE)
+    own_username: str | None = None
     failure_mode: FailureMode = "closed"

@@ -53,5 +53,8 @@ def namespace_labels(objects: Sequence[KubeObject]) -> dict[str, Mapping[str, st
         if obj.get("kind") == "Namespace" and isinstance(metadata, dict) and metadata.get("name"):
             name = str(metadata["name"])
             labels = metadata.get("labels")
-            found[name] = {"kubernetes.io/metadata.name": name, **(labels if isinstance(labels, dict) else {})}
+            found[name] = {
+                "kubernetes.io/metadata.name": name,
+                **(labels if isinstance(labels, dict) else {}),
+            }
     return found

@@ -18,6 +18,7 @@ class PolicyStore:
         self.directory = directory
         self._metrics = metrics
         self._current: PolicySet | None = None
+        self.last_error: str | None = None
 
     @property
     def current(self) -> PolicySet:
@@ -35,6 +36,7 @@ class PolicyStore:
             candidate = load_directory(self.directory)
         except PolicyError as e:
             self._metrics.policy_load_errors.inc()
+            self.last_error = f"{len(e.problems)} problem(s), first: {e.problems[0]}"
             log.error(
                 "policy set rejected",
                 extra={"dir": str(self.directory), "problems": [str(p) for p in e.problems]},
@@ -43,6 +45,7 @@ class PolicyStore:
                 raise
             return False
         self._current = candidate
+        self.last_error = None
         self._metrics.policy_generation.inc()
         log.info("policy set loaded", extra={"version": candidate.version, "files": len(candidate.files)})
         return True

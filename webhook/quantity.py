@@ -59,7 +59,7 @@ def parse(value: object) -> Fraction:
 
 def parse_count(value: object, what: str) -> int:
     """A whole, non-negative device count, as extended resources require."""
-    amount = parse(value)
+    amount = _parse_named(value, what)
     if amount < 0:
         raise QuantityError(f"{what} must not be negative, got {_show(value)}")
     if amount.denominator != 1:
@@ -69,17 +69,24 @@ def parse_count(value: object, what: str) -> int:
 
 def parse_mib(value: object, what: str) -> int:
     """A memory size in MiB, rounded up: a request is never made smaller than asked."""
-    amount = parse(value)
+    amount = _parse_named(value, what)
     if amount <= 0:
         raise QuantityError(f"{what} must be positive, got {_show(value)}")
     return math.ceil(amount / MiB)
 
 
 def parse_percent(value: object, what: str) -> int:
-    amount = parse(value)
+    amount = _parse_named(value, what)
     if amount.denominator != 1 or not 0 < amount <= 100:
         raise QuantityError(f"{what} must be a whole percentage from 1 to 100, got {_show(value)}")
     return int(amount)
+
+
+def _parse_named(value: object, what: str) -> Fraction:
+    try:
+        return parse(value)
+    except QuantityError as e:
+        raise QuantityError(f"{what}: {e}") from e
 
 
 def format_mib(mib: int) -> str:

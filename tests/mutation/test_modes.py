@@ -167,7 +167,8 @@ def test_scheduler_is_set_but_never_overrides_a_users_choice(
     inject: str, current: str | None, expected: str, warns: bool
 ) -> None:
     policy = sharing_policy(f"sharing: {{mode: hami, cores: 10}}\ninject: {inject}")
-    obj = pod(gpus(), **({"schedulerName": current} if current else {}))
+    extra: dict[str, Any] = {"schedulerName": current} if current else {}
+    obj = pod(gpus(), **extra)
     result = mutate_object(obj, policy)
     assert result.object["spec"]["schedulerName"] == expected
     assert any("kept" in w for w in result.warnings) is warns
@@ -225,7 +226,7 @@ ZONE_B = {"key": "zone", "operator": "In", "values": ["b"]}
     ],
 )
 def test_required_affinity_is_anded_into_every_term(terms: list[Any] | None, expected: list[Any]) -> None:
-    spec = (
+    spec: dict[str, Any] = (
         {}
         if terms is None
         else {

@@ -66,7 +66,7 @@ def _affinity(affinity: Any) -> None:
 def _optional(parent: dict[str, Any], key: str, kind: type, where: str) -> Any:
     value = parent.get(key)
     ok = value is None or (isinstance(value, kind) and not (kind is int and isinstance(value, bool)))
-    _require(ok, f"{where} must be {'an' if kind is int else 'a'} {_NAMES[kind]}")
+    _require(ok, f"{where} must be {_NAMES[kind]}")
     return value
 
 
@@ -92,4 +92,4 @@ def _require(condition: bool, message: str) -> None:
         raise ShapeError(message)
 
 
-_NAMES = {dict: "object", str: "string", int: "integer", list: "list"}
+_NAMES = {dict: "an object", str: "a string", int: "an integer", list: "a list"}

@@ -113,14 +113,15 @@ def _check_user_info(user: Any) -> None:
 
 def _check_depth(value: Any) -> None:
     """Reject pathological nesting before any recursive code (deepcopy, diff) sees it."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
+    level, depth = [value], 0
+    while level:
+        depth += 1
         _require(depth <= MAX_DEPTH, f"request is nested deeper than {MAX_DEPTH} levels")
-        if isinstance(node, dict):
-            stack.extend((child, depth + 1) for child in node.values())
-        elif isinstance(node, list):
-            stack.extend((child, depth + 1) for child in node)
+        below: list[Any] = []
+        for node in level:
+            children = node.values() if type(node) is dict else node
+            below.extend(c for c in children if type(c) is dict or type(c) is list)
+        level = below
 
 
 def _is_object_or_null(value: Any) -> bool:

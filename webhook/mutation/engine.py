@@ -10,15 +10,15 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
-import jsonpatch
 import orjson
 
 from webhook.errors import EvaluationError
 from webhook.mutation import inject
 from webhook.mutation.checkpoint import checkpoint
 from webhook.mutation.context import MutationContext
+from webhook.mutation.diff import diff
 from webhook.mutation.needs import APPLIED, read_needs
 from webhook.mutation.shape import check_pod_shape
 from webhook.mutation.sharing import REWRITES
@@ -73,7 +73,7 @@ def mutate_object(
     if needs.opt_out and not opted_out:
         context.warn(f"policy {policy.name} does not allow opting out of GPU sharing; sharing applied")
     run_to_fixed_point(target, _mutators(mode), context)
-    patch = tuple(cast(list[PatchOperation], jsonpatch.make_patch(obj, mutated).patch))
+    patch = tuple(diff(obj, mutated))
     return MutationResult(mutated, patch, tuple(context.warnings), mode)
 
 

@@ -168,7 +168,7 @@ def tls_secret(cert_dir: Path, name: str, namespace: str) -> Manifest:
     }
 
 
-def check_serving_cert(cert_dir: Path, service: str, namespace: str) -> None:
+def check_serving_cert(cert_dir: Path, service: str, namespace: str, now: dt.datetime | None = None) -> None:
     """Refuse certificates kube-apiserver would reject: with failurePolicy Fail that blocks GPU pods."""
     serving = certs.describe(cert_dir)[certs.TLS_CERT]
     wanted = f"{service}.{namespace}.svc"
@@ -178,7 +178,7 @@ def check_serving_cert(cert_dir: Path, service: str, namespace: str) -> None:
             f"{cert_dir / certs.TLS_CERT} is not valid for {wanted} (it names {named}); "
             f"run `gpu-webhook certs generate --out DIR --service {service} --namespace {namespace}`"
         )
-    if serving.not_after <= dt.datetime.now(dt.UTC):
+    if serving.not_after <= (now or dt.datetime.now(dt.UTC)):
         raise CertError(f"{cert_dir / certs.TLS_CERT} expired on {serving.not_after:%Y-%m-%d}")
 
 

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 from webhook.manifests import Manifest
 
+REPO = Path(__file__).resolve().parents[2]
 
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+
+def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "webhook", "manifests", *args],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
         capture_output=True,
         text=True,
         timeout=60,

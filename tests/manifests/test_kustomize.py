@@ -5,6 +5,7 @@ Needs `kustomize` or `kubectl` (which embeds kustomize); without either these te
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,7 +17,7 @@ import yaml
 
 from tests.manifests.objects import REPO, one, webhooks_by_name
 from webhook import certs
-from webhook.manifests import Manifest, RenderOptions, render
+from webhook.manifests import Manifest, RenderOptions, render, to_yaml
 
 Identity = tuple[str, str, str, str]
 
@@ -141,3 +142,24 @@ def test_every_built_object_kubernetes_knows_is_valid(cert_manager_install: list
         if obj["apiVersion"].startswith("cert-manager.io/"):
             continue
         kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+
+
+def test_the_trial_component_opens_every_webhook_to_labelled_namespaces_only(tmp_path: Path) -> None:
+    (tmp_path / "install.yaml").write_text(to_yaml(render(RenderOptions())))
+    component = Path(os.path.relpath(REPO / "manifests/components/trial", tmp_path))
+    (tmp_path / "kustomization.yaml").write_text(
+        yaml.safe_dump({"resources": ["install.yaml"], "components": [str(component)]})
+    )
+    trial = webhooks_by_name(build(tmp_path))
+    enforcing = webhooks_by_name(render(RenderOptions()))
+    assert set(trial) == set(enforcing)
+    requirement = {"key": "gpuwebhook.io/trial", "operator": "In", "values": ["true"]}
+    for name, hook in trial.items():
+        assert hook["failurePolicy"] == "Ignore", name
+        expressions = hook["namespaceSelector"]["matchExpressions"]
+        assert expressions == [*enforcing[name]["namespaceSelector"]["matchExpressions"], requirement]
+        assert {**hook, "failurePolicy": None, "namespaceSelector": None} == {
+            **enforcing[name],
+            "failurePolicy": None,
+            "namespaceSelector": None,
+        }

@@ -27,14 +27,18 @@ class CelProcess:
         )
 
     def evaluate(self, expression: str, activation: Activation) -> bool:
-        """The expression's value; an evaluation or compile error raises CelError."""
-        answer = self._ask({"expression": expression, "activation": activation})
-        if "error" in answer:
-            raise CelError(answer["error"])
-        result = answer["result"]
+        """The expression's boolean value; an evaluation or compile error raises CelError."""
+        result = self.value(expression, activation)
         if not isinstance(result, bool):
             raise CelError(f"expression gave {result!r}, not a bool")
         return result
+
+    def value(self, expression: str, activation: Activation) -> Any:
+        """A bool, string or integer result as itself; anything else as its repr."""
+        answer = self._ask({"expression": expression, "activation": activation})
+        if "error" in answer:
+            raise CelError(answer["error"])
+        return answer["result"]
 
     def compile(self, expression: str) -> None:
         answer = self._ask({"expression": expression})
@@ -84,6 +88,18 @@ def _serve() -> None:
         except Exception as e:  # every failure goes back to the test, which decides
             answer = {"error": f"{type(e).__name__}: {e}"}
         print(json.dumps(answer), flush=True)
+
+
+def _plain(value: Any) -> Any:
+    from celpy import celtypes
+
+    if isinstance(value, celtypes.BoolType):
+        return bool(value)
+    if isinstance(value, celtypes.StringType):
+        return str(value)
+    if isinstance(value, celtypes.IntType):
+        return int(value)
+    return repr(value)
 
 
 if __name__ == "__main__":

@@ -150,7 +150,10 @@ def test_the_trial_component_opens_every_webhook_to_labelled_namespaces_only(tmp
     (tmp_path / "kustomization.yaml").write_text(
         yaml.safe_dump({"resources": ["install.yaml"], "components": [str(component)]})
     )
-    trial = webhooks_by_name(build(tmp_path))
+    built = build(tmp_path)
+    for obj in built:
+        kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+    trial = webhooks_by_name(built)
     enforcing = webhooks_by_name(render(RenderOptions()))
     assert set(trial) == set(enforcing)
     requirement = {"key": "gpuwebhook.io/trial", "operator": "In", "values": ["true"]}

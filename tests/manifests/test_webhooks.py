@@ -151,3 +151,13 @@ def test_tls_secret_holds_the_certificate_files(rendered: list[Manifest], cert_d
     }
     decoded = {key: base64.b64decode(value) for key, value in secret["data"].items()}
     assert decoded == {name: (cert_dir / name).read_bytes() for name in ("ca.crt", "tls.crt", "tls.key")}
+
+
+def test_only_the_webhook_configurations_carry_the_component_label(rendered: list[Manifest]) -> None:
+    """`kubectl apply -l 'app.kubernetes.io/component!=admission-configuration'` installs the server first."""
+    labelled = {
+        obj["kind"]
+        for obj in rendered
+        if obj["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "admission-configuration"
+    }
+    assert labelled == {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}

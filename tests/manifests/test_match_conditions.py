@@ -95,11 +95,29 @@ def container(name: str, limits: dict[str, str] | None = None, requests: dict[st
     return {"name": name, "image": "busybox", **({"resources": resources} if resources else {})}
 
 
-def pod(containers: list[Any], init: list[Any] | None = None) -> dict[str, Any]:
+def pod(
+    containers: list[Any], init: list[Any] | None = None, annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
     spec: dict[str, Any] = {"containers": containers}
     if init is not None:
         spec["initContainers"] = init
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}
+    metadata: dict[str, Any] = {"name": "p"}
+    if annotations is not None:
+        metadata["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def is_gpu_pod(obj: dict[str, Any]) -> bool:
+    """The reference: webhook.gpu's resource names, or a KAI fraction requested by annotation."""
+    spec = obj["spec"]
+    names = [
+        name
+        for c in spec.get("containers", []) + spec.get("initContainers", [])
+        for part in c.get("resources", {}).values()
+        for name in part
+    ]
+    annotations = obj["metadata"].get("annotations", {})
+    return any(map(gpu.is_gpu_resource, names)) or bool({gpu.KAI_FRACTION, gpu.KAI_MEMORY} & set(annotations))
 
 
 def gpu_pod_cases() -> list[tuple[str, dict[str, Any], bool]]:
@@ -118,6 +136,10 @@ def gpu_pod_cases() -> list[tuple[str, dict[str, Any], bool]]:
     for name in OTHER_RESOURCES:
         cases.append((f"only {name}", pod([container("a", limits={name: "1"}, requests={name: "1"})]), False))
     cases += [
+        ("KAI fraction", pod([container("a")], annotations={gpu.KAI_FRACTION: "0.5"}), True),
+        ("KAI memory", pod([container("a")], annotations={gpu.KAI_MEMORY: "4096"}), True),
+        ("other annotations", pod([container("a")], annotations={"gpu-fraction-num-devices": "2"}), False),
+        ("empty annotations", pod([container("a")], annotations={}), False),
         ("no resources", pod([container("a")]), False),
         ("empty resources", pod([{"name": "a", "resources": {}}]), False),
         ("empty init list", pod([container("a")], init=[]), False),
@@ -135,6 +157,7 @@ def gpu_pod_cases() -> list[tuple[str, dict[str, Any], bool]]:
 def test_only_gpu_pods_reach_the_gpu_webhooks(
     cel: CelProcess, conditions: Conditions, webhook: str, case: str, obj: dict[str, Any], is_gpu: bool
 ) -> None:
+    assert is_gpu_pod(obj) is is_gpu, f"the table disagrees with the reference: {case}"
     assert matches(cel, conditions[webhook], object=obj, request=request()) is is_gpu, case
 
 

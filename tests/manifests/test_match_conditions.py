@@ -116,7 +116,7 @@ def is_gpu_pod(obj: dict[str, Any]) -> bool:
         for part in c.get("resources", {}).values()
         for name in part
     ]
-    annotations = obj["metadata"].get("annotations", {})
+    annotations = obj.get("metadata", {}).get("annotations", {})
     return any(map(gpu.is_gpu_resource, names)) or bool({gpu.KAI_FRACTION, gpu.KAI_MEMORY} & set(annotations))
 
 

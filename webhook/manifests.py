@@ -92,13 +92,17 @@ def render(options: RenderOptions, base: list[Manifest] | None = None) -> list[M
     if options.policies is not None:
         find(objects, "ConfigMap")["data"] = dict(options.policies)
     if options.cert_dir is not None:
-        service = find(objects, "Service")["metadata"]["name"]
-        check_serving_cert(options.cert_dir, service, options.namespace)
-        for webhook in webhooks(objects):
-            webhook["clientConfig"]["caBundle"] = certs.ca_bundle(options.cert_dir)
-        secret = tls_secret(options.cert_dir, _tls_secret_name(deployment), options.namespace)
-        objects.insert(objects.index(find(objects, "ConfigMap")) + 1, secret)
+        _add_certificates(objects, options.cert_dir, options.namespace)
     return objects
+
+
+def _add_certificates(objects: list[Manifest], cert_dir: Path, namespace: str) -> None:
+    """The TLS Secret the Deployment mounts, placed before it, and the CA in every caBundle."""
+    check_serving_cert(cert_dir, find(objects, "Service")["metadata"]["name"], namespace)
+    for webhook in webhooks(objects):
+        webhook["clientConfig"]["caBundle"] = certs.ca_bundle(cert_dir)
+    secret = tls_secret(cert_dir, _tls_secret_name(find(objects, "Deployment")), namespace)
+    objects.insert(objects.index(find(objects, "ConfigMap")) + 1, secret)
 
 
 def to_yaml(objects: list[Manifest]) -> str:

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from webhook import __version__, certs
+from webhook import __version__, certs, manifests
 from webhook.commands import policies, review, test
 from webhook.config import DEFAULT_NAMESPACE, DEFAULT_SERVICE, DEV_CERT_DIR, Settings
 from webhook.errors import WebhookError
@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     review.add_parser(commands)
     test.add_parser(commands)
     policies.add_parser(commands)
+    manifests.add_command(commands)
     return parser
 
 

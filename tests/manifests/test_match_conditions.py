@@ -1,0 +1,246 @@
+"""matchConditions, evaluated with a real CEL implementation against the requests kube-apiserver sends.
+
+kube-apiserver evaluates each condition with `object`, `oldObject` and `request` bound; all must be
+true for the webhook to be called, and an evaluation error is handled by the failurePolicy, so an
+error here would turn into rejected pods. The CEL interpreter runs in its own process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.manifests.objects import webhooks_by_name
+from tests.support.cel import CelProcess
+from webhook import gpu
+from webhook.manifests import Manifest
+
+GPU_RESOURCES = [
+    gpu.GPU,
+    gpu.SHARED_GPU,
+    gpu.HAMI_MEMORY,
+    gpu.HAMI_MEMORY_PERCENT,
+    gpu.HAMI_CORES,
+    "nvidia.com/mig-1g.10gb",
+    "nvidia.com/mig-7g.141gb",
+]
+OTHER_RESOURCES = [
+    "cpu",
+    "memory",
+    "ephemeral-storage",
+    "amd.com/gpu",
+    "gpu.intel.com/i915",
+    "nvidia.com/gpu-extra",
+    "nvidia.com/gpux",
+    "example.com/nvidia.com/gpu",
+    "NVIDIA.COM/GPU",
+    "nvidia.com/mig",
+    "hugepages-2Mi",
+]
+TEMPLATE_PATHS = {
+    "deployments": ("apps", ["spec", "template"]),
+    "statefulsets": ("apps", ["spec", "template"]),
+    "daemonsets": ("apps", ["spec", "template"]),
+    "replicasets": ("apps", ["spec", "template"]),
+    "jobs": ("batch", ["spec", "template"]),
+    "cronjobs": ("batch", ["spec", "jobTemplate", "spec", "template"]),
+}
+KINDS = {
+    "pods": "Pod",
+    "deployments": "Deployment",
+    "statefulsets": "StatefulSet",
+    "daemonsets": "DaemonSet",
+    "replicasets": "ReplicaSet",
+    "jobs": "Job",
+    "cronjobs": "CronJob",
+}
+Conditions = dict[str, list[str]]
+
+
+@pytest.fixture(scope="module")
+def conditions(rendered: list[Manifest]) -> Conditions:
+    return {
+        name: [c["expression"] for c in hook.get("matchConditions", [])]
+        for name, hook in webhooks_by_name(rendered).items()
+    }
+
+
+def matches(cel: CelProcess, expressions: list[str], **activation: Any) -> bool:
+    """What kube-apiserver decides: every condition true. A CEL error fails the test."""
+    bound = {"object": None, "oldObject": None, **activation}
+    return all(cel.evaluate(expression, bound) for expression in expressions)
+
+
+def request(
+    operation: str = "CREATE", resource: str = "pods", group: str = "", sub: str = ""
+) -> dict[str, Any]:
+    return {
+        "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+        "kind": {"group": group, "version": "v1", "kind": KINDS[resource]},
+        "resource": {"group": group, "version": "v1", "resource": resource},
+        "subResource": sub,
+        "operation": operation,
+        "namespace": "team-a",
+        "name": "example",
+        "userInfo": {"username": "alice"},
+        "dryRun": False,
+    }
+
+
+def container(name: str, limits: dict[str, str] | None = None, requests: dict[str, str] | None = None) -> Any:
+    resources = {part: values for part, values in (("limits", limits), ("requests", requests)) if values}
+    return {"name": name, "image": "busybox", **({"resources": resources} if resources else {})}
+
+
+def pod(
+    containers: list[Any], init: list[Any] | None = None, annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": containers}
+    if init is not None:
+        spec["initContainers"] = init
+    metadata: dict[str, Any] = {"name": "p"}
+    if annotations is not None:
+        metadata["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def is_gpu_pod(obj: dict[str, Any]) -> bool:
+    """The reference: webhook.gpu's resource names, or a KAI fraction requested by annotation."""
+    spec = obj["spec"]
+    names = [
+        name
+        for c in spec.get("containers", []) + spec.get("initContainers", [])
+        for part in c.get("resources", {}).values()
+        for name in part
+    ]
+    annotations = obj.get("metadata", {}).get("annotations", {})
+    return any(map(gpu.is_gpu_resource, names)) or bool({gpu.KAI_FRACTION, gpu.KAI_MEMORY} & set(annotations))
+
+
+def gpu_pod_cases() -> list[tuple[str, dict[str, Any], bool]]:
+    cases: list[tuple[str, dict[str, Any], bool]] = []
+    for name in GPU_RESOURCES:
+        cases += [
+            (f"limit {name}", pod([container("a", limits={name: "1"})]), True),
+            (f"request {name}", pod([container("a", requests={name: "1"})]), True),
+            (f"init {name}", pod([container("a")], init=[container("i", limits={name: "1"})]), True),
+            (
+                f"second container {name}",
+                pod([container("a", limits={"cpu": "1"}), container("b", requests={name: "2"})]),
+                True,
+            ),
+        ]
+    for name in OTHER_RESOURCES:
+        cases.append((f"only {name}", pod([container("a", limits={name: "1"}, requests={name: "1"})]), False))
+    cases += [
+        ("KAI fraction", pod([container("a")], annotations={gpu.KAI_FRACTION: "0.5"}), True),
+        ("KAI memory", pod([container("a")], annotations={gpu.KAI_MEMORY: "4096"}), True),
+        ("other annotations", pod([container("a")], annotations={"gpu-fraction-num-devices": "2"}), False),
+        ("empty annotations", pod([container("a")], annotations={}), False),
+        ("no resources", pod([container("a")]), False),
+        ("empty resources", pod([{"name": "a", "resources": {}}]), False),
+        ("empty init list", pod([container("a")], init=[]), False),
+        ("init without GPU", pod([container("a")], init=[container("i", limits={"cpu": "1"})]), False),
+        ("no containers", {"apiVersion": "v1", "kind": "Pod", "spec": {}}, False),
+    ]
+    return cases
+
+
+@pytest.mark.parametrize(("case", "obj", "is_gpu"), gpu_pod_cases(), ids=[c[0] for c in gpu_pod_cases()])
+@pytest.mark.parametrize(
+    "webhook",
+    ["gpu-pods.mutate.gpuwebhook.io", "gpu-pods.validate.gpuwebhook.io"],
+)
+def test_only_gpu_pods_reach_the_gpu_webhooks(
+    cel: CelProcess, conditions: Conditions, webhook: str, case: str, obj: dict[str, Any], is_gpu: bool
+) -> None:
+    assert is_gpu_pod(obj) is is_gpu, f"the table disagrees with the reference: {case}"
+    assert matches(cel, conditions[webhook], object=obj, request=request()) is is_gpu, case
+
+
+@pytest.mark.parametrize(("case", "obj", "is_gpu"), gpu_pod_cases(), ids=[c[0] for c in gpu_pod_cases()])
+def test_every_pod_gets_exactly_one_enforcing_review(
+    cel: CelProcess, conditions: Conditions, case: str, obj: dict[str, Any], is_gpu: bool
+) -> None:
+    """GPU pods: the fail-closed GPU webhook. Others: the workloads webhook. Never both, never neither."""
+    gpu_review = matches(cel, conditions["gpu-pods.validate.gpuwebhook.io"], object=obj, request=request())
+    workload_review = matches(
+        cel, conditions["workloads.validate.gpuwebhook.io"], object=obj, request=request()
+    )
+    assert (gpu_review, workload_review) == (is_gpu, not is_gpu), case
+    assert matches(cel, conditions["advisory.validate.gpuwebhook.io"], object=obj, request=request())
+
+
+resource_names = st.one_of(
+    st.sampled_from(GPU_RESOURCES + OTHER_RESOURCES),
+    st.from_regex(r"\A(nvidia\.com/|example\.com/)?[a-z][a-z0-9.-]{0,12}\Z"),
+)
+resource_maps = st.dictionaries(resource_names, st.just("1"), max_size=3)
+containers = st.lists(st.tuples(resource_maps, resource_maps), max_size=3)
+
+
+@settings(max_examples=150, deadline=None)
+@given(app=containers.filter(bool), init=st.none() | containers)
+def test_the_gpu_condition_agrees_with_the_server(
+    cel: CelProcess, conditions: Conditions, app: list[Any], init: list[Any] | None
+) -> None:
+    """The condition selects a pod exactly when webhook.gpu would call one of its resources a GPU."""
+
+    def build(specs: list[Any], prefix: str) -> list[Any]:
+        return [container(f"{prefix}{i}", limits=lim, requests=req) for i, (lim, req) in enumerate(specs)]
+
+    obj = pod(build(app, "c"), None if init is None else build(init, "i"))
+    names = [name for lim, req in app + (init or []) for name in (*lim, *req)]
+    expected = any(gpu.is_gpu_resource(name) for name in names)
+    assert (
+        matches(cel, conditions["gpu-pods.mutate.gpuwebhook.io"], object=obj, request=request()) is expected
+    )
+
+
+def _template_object(resource: str, image: str) -> dict[str, Any]:
+    _, path = TEMPLATE_PATHS[resource]
+    node: dict[str, Any] = {"spec": {"containers": [{"name": "a", "image": image}]}}
+    for key in reversed(path):
+        node = {key: node}
+    return {"metadata": {"name": "w", "annotations": {"deployment.kubernetes.io/revision": "1"}}, **node}
+
+
+@pytest.mark.parametrize("resource", sorted(TEMPLATE_PATHS))
+@pytest.mark.parametrize("webhook", ["workloads.validate.gpuwebhook.io", "advisory.validate.gpuwebhook.io"])
+def test_workloads_are_reviewed_on_create_and_on_template_changes_only(
+    cel: CelProcess, conditions: Conditions, webhook: str, resource: str
+) -> None:
+    group, _ = TEMPLATE_PATHS[resource]
+    old, new = _template_object(resource, "app:1"), _template_object(resource, "app:2")
+    relabelled = {**old, "metadata": {"name": "w", "annotations": {"deployment.kubernetes.io/revision": "2"}}}
+    expressions = conditions[webhook]
+    assert matches(cel, expressions, object=new, request=request("CREATE", resource, group))
+    assert matches(cel, expressions, object=new, oldObject=old, request=request("UPDATE", resource, group))
+    assert not matches(
+        cel, expressions, object=relabelled, oldObject=old, request=request("UPDATE", resource, group)
+    )
+
+
+def test_debug_containers_are_reviewed_on_gpu_pods_too(cel: CelProcess, conditions: Conditions) -> None:
+    """`kubectl debug` adds an ephemeral container (which could set NVIDIA_VISIBLE_DEVICES) by UPDATE."""
+    target = pod([container("a", limits={gpu.GPU: "1"})])
+    debugged = {
+        **target,
+        "spec": {**target["spec"], "ephemeralContainers": [{"name": "debug", "image": "busybox"}]},
+    }
+    update = request("UPDATE", "pods", sub="ephemeralcontainers")
+    assert matches(
+        cel, conditions["workloads.validate.gpuwebhook.io"], object=debugged, oldObject=target, request=update
+    )
+
+
+def test_every_condition_compiles_and_a_broken_one_would_not(cel: CelProcess, conditions: Conditions) -> None:
+    expressions = {expression for group in conditions.values() for expression in group}
+    assert len(expressions) == 3
+    for expression in expressions:
+        cel.compile(expression)
+    with pytest.raises(Exception, match="CELParseError"):
+        cel.compile(next(iter(expressions)) + ")")

@@ -1,0 +1,258 @@
+"""`gpu-webhook manifests`: options, policy flattening, certificate checks, and the base it reads."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.manifests.objects import REPO, one, run_cli, webhooks_by_name
+from webhook import certs
+from webhook.errors import CertError, ConfigError
+from webhook.manifests import (
+    CONFIGMAP_MAX_BYTES,
+    Manifest,
+    RenderOptions,
+    base_directory,
+    check_serving_cert,
+    load_base,
+    policies_data,
+    render,
+    set_flag,
+    to_yaml,
+)
+
+
+def _parse(text: str) -> list[Manifest]:
+    return [doc for doc in yaml.safe_load_all(text) if doc is not None]
+
+
+def _args(objects: list[Manifest]) -> list[str]:
+    args: list[str] = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    return args
+
+
+def test_another_namespace_leaves_no_trace_of_the_default(tmp_path: Path) -> None:
+    certs.generate(tmp_path, "gpu-webhook", "gpu-admission", days=30)
+    result = run_cli("--namespace", "gpu-admission", "--cert-dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "gpu-system" not in result.stdout
+    objects = _parse(result.stdout)
+    assert one(objects, "Namespace")["metadata"]["name"] == "gpu-admission"
+    for obj in objects:
+        if (
+            obj["kind"] not in {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+            and "WebhookConfiguration" not in obj["kind"]
+        ):
+            assert obj["metadata"]["namespace"] == "gpu-admission", obj["kind"]
+    for hook in webhooks_by_name(objects).values():
+        assert hook["clientConfig"]["service"]["namespace"] == "gpu-admission"
+        assert ["kube-system", "gpu-admission"] in [
+            e["values"] for e in hook["namespaceSelector"]["matchExpressions"]
+        ]
+    assert one(objects, "ClusterRoleBinding")["subjects"][0]["namespace"] == "gpu-admission"
+
+
+def test_a_certificate_for_another_namespace_is_refused(cert_dir: Path) -> None:
+    """kube-apiserver would fail the TLS handshake, and failurePolicy Fail would block GPU pods."""
+    result = run_cli("--namespace", "gpu-admission", "--cert-dir", str(cert_dir))
+    assert result.returncode == 2
+    assert "not valid for gpu-webhook.gpu-admission.svc" in result.stderr
+    assert "certs generate" in result.stderr
+    assert result.stdout == ""
+
+
+def test_an_expired_certificate_is_refused(cert_dir: Path) -> None:
+    check_serving_cert(cert_dir, "gpu-webhook", "gpu-system")
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(days=31)
+    with pytest.raises(CertError, match="expired"):
+        check_serving_cert(cert_dir, "gpu-webhook", "gpu-system", now=later)
+
+
+def test_missing_certificate_files_are_a_clear_error(tmp_path: Path) -> None:
+    result = run_cli("--cert-dir", str(tmp_path))
+    assert result.returncode == 2
+    assert "cannot read" in result.stderr
+
+
+def test_without_certificates_nothing_secret_is_rendered(tmp_path: Path) -> None:
+    result = run_cli(cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "no --cert-dir" in result.stderr
+    assert "policies ConfigMap is empty" in result.stderr
+    objects = _parse(result.stdout)
+    assert all(obj["kind"] != "Secret" for obj in objects)
+    assert all("caBundle" not in hook["clientConfig"] for hook in webhooks_by_name(objects).values())
+    assert one(objects, "ConfigMap")["data"] == {}
+
+
+def test_policies_default_to_the_working_directory(tmp_path: Path) -> None:
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "gpu.yaml").write_text("kind: X\n")
+    result = run_cli(cwd=tmp_path)
+    assert "policies ConfigMap is empty" not in result.stderr
+    assert one(_parse(result.stdout), "ConfigMap")["data"] == {"gpu.yaml": "kind: X\n"}
+
+
+def test_a_named_policy_directory_must_exist(tmp_path: Path) -> None:
+    result = run_cli("--policies", str(tmp_path / "absent"))
+    assert result.returncode == 2
+    assert "does not exist" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--replicas", "0"], "must be at least 1"),
+        (["--workloads-failure-policy", "Warn"], "invalid choice"),
+        (["--serve-flag", "log-level"], "expected FLAG=VALUE"),
+        (["--namespace", "GPU_System"], "not a valid DNS label"),
+    ],
+)
+def test_bad_options_are_errors(tmp_path: Path, args: list[str], message: str) -> None:
+    result = run_cli(*args, cwd=tmp_path)
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+def test_replicas_image_and_quota() -> None:
+    objects = render(RenderOptions(replicas=12, image="registry.example/gpu-webhook@sha256:" + "0" * 64))
+    deployment = one(objects, "Deployment")
+    assert deployment["spec"]["replicas"] == 12
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"].startswith("registry.example/")
+    assert int(one(objects, "ResourceQuota")["spec"]["hard"]["pods"]) >= 13
+
+
+def test_one_replica_is_allowed_with_a_warning(tmp_path: Path) -> None:
+    result = run_cli("--replicas", "1", cwd=tmp_path)
+    assert result.returncode == 0
+    assert "not highly available" in result.stderr
+
+
+def test_workloads_failure_policy_changes_that_webhook_only() -> None:
+    default = webhooks_by_name(render(RenderOptions()))
+    relaxed = webhooks_by_name(render(RenderOptions(workloads_failure_policy="Ignore")))
+    changed = {name for name in default if default[name] != relaxed[name]}
+    assert changed == {"workloads.validate.gpuwebhook.io"}
+    assert relaxed["workloads.validate.gpuwebhook.io"]["failurePolicy"] == "Ignore"
+
+
+def test_serve_flags_replace_or_extend_the_arguments(tmp_path: Path) -> None:
+    result = run_cli("--serve-flag", "log-level=debug", "--serve-flag=--audit-fsync=always", cwd=tmp_path)
+    args = _args(_parse(result.stdout))
+    assert args.count("--log-level=debug") == 1
+    assert not any(arg == "--log-level=info" for arg in args)
+    assert args[-1] == "--audit-fsync=always"
+
+
+@pytest.mark.parametrize(
+    ("args", "flag", "value", "expected"),
+    [
+        (["--a=1", "--b=2"], "a", "3", ["--b=2", "--a=3"]),
+        (["--a=1"], "--c", "x=y", ["--a=1", "--c=x=y"]),
+        (["--ab=1"], "a", "2", ["--ab=1", "--a=2"]),
+        (["--a", "--a=1"], "a", "", ["--a="]),
+    ],
+)
+def test_set_flag(args: list[str], flag: str, value: str, expected: list[str]) -> None:
+    assert set_flag(args, flag, value) == expected
+
+
+def test_render_does_not_change_the_base_it_is_given() -> None:
+    base = load_base()
+    before = json.dumps(base, sort_keys=True)
+    render(RenderOptions(namespace="elsewhere", replicas=4, serve_flags={"log-level": "debug"}), base)
+    assert json.dumps(base, sort_keys=True) == before
+
+
+def test_output_is_what_to_yaml_gives(tmp_path: Path) -> None:
+    assert run_cli(cwd=tmp_path).stdout == to_yaml(render(RenderOptions()))
+
+
+# Policy files become ConfigMap keys.
+
+
+def _write(root: Path, files: dict[str, str | bytes]) -> Path:
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+    return root
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        ({"a.yaml": "x"}, {"a.yaml": "x"}),
+        ({"team/a.yaml": "x", "team/rego/b.rego": "y"}, {"team__a.yaml": "x", "team__rego__b.rego": "y"}),
+        ({".hidden.yaml": "x", ".git/config": "y", "ok.yml": "z"}, {"ok.yml": "z"}),
+        ({}, {}),
+    ],
+)
+def test_policy_files_are_flattened(
+    tmp_path: Path, files: dict[str, str | bytes], expected: dict[str, str]
+) -> None:
+    assert policies_data(_write(tmp_path, files)) == expected
+
+
+def test_a_mounted_config_map_round_trips(tmp_path: Path) -> None:
+    """Rendering from a pod's ConfigMap mount (..data symlinks) gives back the same keys."""
+    _write(tmp_path / "..2026_11_29", {"a.yaml": "x", "team__b.yaml": "y"})
+    (tmp_path / "..data").symlink_to("..2026_11_29")
+    for key in ("a.yaml", "team__b.yaml"):
+        (tmp_path / key).symlink_to(f"..data/{key}")
+    assert policies_data(tmp_path) == {"a.yaml": "x", "team__b.yaml": "y"}
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        ({"a__b.yaml": "x", "a/b.yaml": "y"}, "flatten to the ConfigMap key 'a__b.yaml'"),
+        ({"my policy.yaml": "x"}, "a ConfigMap key may hold only"),
+        ({"binary.yaml": b"\xff\xfe"}, "must be UTF-8"),
+        ({"big.yaml": "x" * CONFIGMAP_MAX_BYTES}, "at most 1 MiB"),
+    ],
+)
+def test_unusable_policy_directories_are_refused(
+    tmp_path: Path, files: dict[str, str | bytes], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        policies_data(_write(tmp_path, files))
+
+
+# The base the renderer reads.
+
+
+def test_the_packaged_base_is_the_kustomize_base() -> None:
+    assert base_directory().resolve() == (REPO / "manifests" / "base").resolve()
+    assert (REPO / "webhook" / "base_manifests").resolve() == (REPO / "manifests" / "base").resolve()
+
+
+def test_the_base_is_a_plain_list_of_every_file() -> None:
+    """No generators or transformers: the renderer must see exactly what kustomize builds."""
+    directory = REPO / "manifests" / "base"
+    kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
+    assert set(kustomization) == {"apiVersion", "kind", "resources"}
+    listed = kustomization["resources"]
+    assert len(listed) == len(set(listed))
+    assert set(listed) == {p.name for p in directory.glob("*.yaml")} - {"kustomization.yaml"}
+
+
+def test_the_base_image_is_this_release() -> None:
+    from webhook import __version__
+
+    image = one(load_base(), "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert image.endswith(":" + __version__)
+
+
+def test_policy_directory_listing_ignores_unreadable_entries(tmp_path: Path) -> None:
+    _write(tmp_path, {"a.yaml": "x"})
+    os.mkfifo(tmp_path / "pipe.yaml")
+    assert policies_data(tmp_path) == {"a.yaml": "x"}

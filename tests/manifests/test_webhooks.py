@@ -1,0 +1,163 @@
+"""The webhook configurations cannot deadlock the cluster or block it on advice."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.manifests.objects import one, webhooks_by_name
+from webhook.manifests import Manifest
+
+MUTATE = "gpu-pods.mutate.gpuwebhook.io"
+GPU_PODS = "gpu-pods.validate.gpuwebhook.io"
+WORKLOADS = "workloads.validate.gpuwebhook.io"
+ADVISORY = "advisory.validate.gpuwebhook.io"
+WORKLOAD_RESOURCES = {("apps", r) for r in ("deployments", "statefulsets", "daemonsets", "replicasets")} | {
+    ("batch", "jobs"),
+    ("batch", "cronjobs"),
+}
+
+Webhook = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def hooks(rendered: list[Manifest]) -> dict[str, Webhook]:
+    return webhooks_by_name(rendered)
+
+
+def test_the_webhooks_are_the_four_we_designed(hooks: dict[str, Webhook], rendered: list[Manifest]) -> None:
+    assert set(hooks) == {MUTATE, GPU_PODS, WORKLOADS, ADVISORY}
+    assert [h["name"] for h in one(rendered, "MutatingWebhookConfiguration")["webhooks"]] == [MUTATE]
+
+
+@pytest.mark.parametrize(
+    ("name", "failure_policy", "timeout", "path"),
+    [
+        (MUTATE, "Fail", 3, "/mutate"),
+        (GPU_PODS, "Fail", 5, "/validate"),
+        (WORKLOADS, "Fail", 5, "/validate"),
+        (ADVISORY, "Ignore", 5, "/validate-advisory"),
+    ],
+)
+def test_failure_policy_timeout_and_path(
+    hooks: dict[str, Webhook], name: str, failure_policy: str, timeout: int, path: str
+) -> None:
+    hook = hooks[name]
+    assert hook["failurePolicy"] == failure_policy
+    assert hook["timeoutSeconds"] == timeout <= 10
+    assert hook["clientConfig"]["service"] == {
+        "name": "gpu-webhook",
+        "namespace": "gpu-system",
+        "path": path,
+        "port": 443,
+    }
+
+
+@pytest.mark.parametrize("name", [MUTATE, GPU_PODS, WORKLOADS, ADVISORY])
+def test_common_settings(hooks: dict[str, Webhook], name: str) -> None:
+    hook = hooks[name]
+    assert hook["sideEffects"] == "NoneOnDryRun"
+    assert hook["admissionReviewVersions"] == ["v1"]
+    assert hook["matchPolicy"] == "Equivalent"
+    assert all(rule["scope"] == "Namespaced" for rule in hook["rules"])
+
+
+@pytest.mark.parametrize("name", [MUTATE, GPU_PODS, WORKLOADS, ADVISORY])
+def test_system_our_own_and_opted_out_namespaces_are_excluded(hooks: dict[str, Webhook], name: str) -> None:
+    """NotIn also matches namespaces without the label, so everything else stays covered."""
+    expressions = hooks[name]["namespaceSelector"]["matchExpressions"]
+    assert {
+        "key": "kubernetes.io/metadata.name",
+        "operator": "NotIn",
+        "values": ["kube-system", "gpu-system"],
+    } in (expressions)
+    assert {"key": "gpuwebhook.io/ignore", "operator": "NotIn", "values": ["true"]} in expressions
+    assert "matchLabels" not in hooks[name]["namespaceSelector"]
+    assert "objectSelector" not in hooks[name]
+
+
+def test_mutation_sees_pod_creation_only_and_is_reinvoked(hooks: dict[str, Webhook]) -> None:
+    hook = hooks[MUTATE]
+    assert hook["reinvocationPolicy"] == "IfNeeded"
+    assert hook["rules"] == [
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "operations": ["CREATE"],
+            "resources": ["pods"],
+            "scope": "Namespaced",
+        }
+    ]
+    assert hook["rules"] == hooks[GPU_PODS]["rules"]
+
+
+def test_gpu_webhooks_share_one_gpu_condition(hooks: dict[str, Webhook]) -> None:
+    (mutate,) = hooks[MUTATE]["matchConditions"]
+    (validate,) = hooks[GPU_PODS]["matchConditions"]
+    assert mutate == validate
+    assert mutate["name"] == "gpu-pod"
+
+
+def test_the_workloads_webhook_excludes_exactly_the_gpu_pod_condition(hooks: dict[str, Webhook]) -> None:
+    """Same text, negated: GPU pods go to the fail-closed webhook and are never reviewed twice."""
+    gpu = hooks[GPU_PODS]["matchConditions"][0]["expression"]
+    conditions = {c["name"]: c["expression"] for c in hooks[WORKLOADS]["matchConditions"]}
+    assert conditions["not-a-gpu-pod"].endswith(f"!({gpu})")
+
+
+def _resources(hook: Webhook, operation: str) -> set[tuple[str, str]]:
+    return {
+        (group, resource)
+        for rule in hook["rules"]
+        if operation in rule["operations"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+
+
+@pytest.mark.parametrize("name", [WORKLOADS, ADVISORY])
+def test_workload_templates_and_all_pods_are_covered(hooks: dict[str, Webhook], name: str) -> None:
+    hook = hooks[name]
+    assert _resources(hook, "CREATE") == WORKLOAD_RESOURCES | {("", "pods")}
+    assert _resources(hook, "UPDATE") == WORKLOAD_RESOURCES | {("", "pods/ephemeralcontainers")}
+    assert _resources(hook, "DELETE") == set()
+    for rule in hook["rules"]:
+        for key in ("apiGroups", "apiVersions", "operations", "resources"):
+            assert "*" not in rule[key] and all("*" not in value for value in rule[key])
+
+
+def test_advisory_rules_match_the_workloads_rules(hooks: dict[str, Webhook]) -> None:
+    assert hooks[ADVISORY]["rules"] == hooks[WORKLOADS]["rules"]
+    advisory = {c["name"]: c["expression"] for c in hooks[ADVISORY]["matchConditions"]}
+    workloads = {c["name"]: c["expression"] for c in hooks[WORKLOADS]["matchConditions"]}
+    assert advisory == {"template-changed": workloads["template-changed"]}
+
+
+def test_ca_bundle_is_the_ca_certificate(hooks: dict[str, Webhook], cert_dir: Path) -> None:
+    for hook in hooks.values():
+        assert base64.b64decode(hook["clientConfig"]["caBundle"]) == (cert_dir / "ca.crt").read_bytes()
+
+
+def test_tls_secret_holds_the_certificate_files(rendered: list[Manifest], cert_dir: Path) -> None:
+    secret = one(rendered, "Secret")
+    assert secret["type"] == "kubernetes.io/tls"
+    assert secret["metadata"] == {
+        "name": "gpu-webhook-tls",
+        "namespace": "gpu-system",
+        "labels": {"app.kubernetes.io/name": "gpu-webhook"},
+    }
+    decoded = {key: base64.b64decode(value) for key, value in secret["data"].items()}
+    assert decoded == {name: (cert_dir / name).read_bytes() for name in ("ca.crt", "tls.crt", "tls.key")}
+
+
+def test_only_the_webhook_configurations_carry_the_component_label(rendered: list[Manifest]) -> None:
+    """`kubectl apply -l 'app.kubernetes.io/component!=admission-configuration'` installs the server first."""
+    labelled = {
+        obj["kind"]
+        for obj in rendered
+        if obj["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "admission-configuration"
+    }
+    assert labelled == {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}

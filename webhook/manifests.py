@@ -1,0 +1,335 @@
+"""`gpu-webhook manifests`: the whole install as multi-document YAML, rendered from manifests/base.
+
+The kustomize base is the single source: this module reads its files in kustomization order and
+only fills in what a plain base cannot know (namespace, image, replicas, the TLS Secret, the
+caBundle, the policy files), so `kubectl kustomize manifests/base` and this output cannot drift.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import copy
+import datetime as dt
+import json
+import re
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from webhook import certs
+from webhook.config import DEFAULT_NAMESPACE
+from webhook.errors import CertError, ConfigError
+
+Manifest = dict[str, Any]
+FailurePolicy = Literal["Fail", "Ignore"]
+
+KUSTOMIZATION = "kustomization.yaml"
+BASE_NAMESPACE = "gpu-system"
+WORKLOADS_WEBHOOK = "workloads.validate.gpuwebhook.io"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+KEY_SEPARATOR = "__"
+CONFIGMAP_MAX_BYTES = 1024 * 1024
+_CONFIGMAP_KEY = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+_PACKAGED_BASE = Path(__file__).resolve().parent / "base_manifests"
+_CHECKOUT_BASE = Path(__file__).resolve().parent.parent / "manifests" / "base"
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """What the base does not know. None means: keep the base's value."""
+
+    namespace: str = DEFAULT_NAMESPACE
+    image: str | None = None
+    replicas: int | None = None
+    cert_dir: Path | None = None
+    policies: Mapping[str, str] | None = None
+    workloads_failure_policy: FailurePolicy = "Fail"
+    serve_flags: Mapping[str, str] = field(default_factory=dict)
+
+
+def base_directory() -> Path:
+    """The kustomize base: packaged with the wheel (a symlink in a checkout), or the checkout's own."""
+    for candidate in (_PACKAGED_BASE, _CHECKOUT_BASE):
+        if (candidate / KUSTOMIZATION).is_file():
+            return candidate
+    raise ConfigError(f"the kustomize base is missing; looked in {_PACKAGED_BASE} and {_CHECKOUT_BASE}")
+
+
+def load_base(directory: Path | None = None) -> list[Manifest]:
+    """Every object of the base, in the order its kustomization lists the files."""
+    directory = directory or base_directory()
+    kustomization = yaml.safe_load((directory / KUSTOMIZATION).read_text("utf-8"))
+    objects: list[Manifest] = []
+    for resource in kustomization["resources"]:
+        text = (directory / resource).read_text("utf-8")
+        objects += [_plain(doc) for doc in yaml.safe_load_all(text) if doc is not None]
+    return objects
+
+
+def _plain(document: Any) -> Manifest:
+    """JSON-shaped and unshared: a YAML alias must not tie two objects together once edited."""
+    plain: Manifest = json.loads(json.dumps(document))
+    return plain
+
+
+def render(options: RenderOptions, base: list[Manifest] | None = None) -> list[Manifest]:
+    """The base with `options` applied; a TLS Secret is added when a cert dir is given."""
+    objects = copy.deepcopy(base if base is not None else load_base())
+    _check_namespace(options.namespace)
+    for obj in objects:
+        _move_namespace(obj, BASE_NAMESPACE, options.namespace)
+    deployment = find(objects, "Deployment")
+    _configure_deployment(deployment, options)
+    _fit_quota(find(objects, "ResourceQuota"), deployment["spec"]["replicas"])
+    _set_failure_policy(objects, WORKLOADS_WEBHOOK, options.workloads_failure_policy)
+    if options.policies is not None:
+        find(objects, "ConfigMap")["data"] = dict(options.policies)
+    if options.cert_dir is not None:
+        _add_certificates(objects, options.cert_dir, options.namespace)
+    return objects
+
+
+def _add_certificates(objects: list[Manifest], cert_dir: Path, namespace: str) -> None:
+    """The TLS Secret the Deployment mounts, placed before it, and the CA in every caBundle."""
+    check_serving_cert(cert_dir, find(objects, "Service")["metadata"]["name"], namespace)
+    for webhook in webhooks(objects):
+        webhook["clientConfig"]["caBundle"] = certs.ca_bundle(cert_dir)
+    secret = tls_secret(cert_dir, _tls_secret_name(find(objects, "Deployment")), namespace)
+    objects.insert(objects.index(find(objects, "ConfigMap")) + 1, secret)
+
+
+def to_yaml(objects: list[Manifest]) -> str:
+    return yaml.safe_dump_all(objects, sort_keys=False, explicit_start=True, width=100)
+
+
+def find(objects: list[Manifest], kind: str) -> Manifest:
+    """The one object of `kind`; the base has exactly one of each kind this module edits."""
+    (found,) = (obj for obj in objects if obj["kind"] == kind)
+    return found
+
+
+def webhooks(objects: list[Manifest]) -> Iterator[dict[str, Any]]:
+    for obj in objects:
+        if obj["kind"] in _WEBHOOK_KINDS:
+            yield from obj["webhooks"]
+
+
+def set_flag(args: list[str], flag: str, value: str) -> list[str]:
+    """`args` with `--flag=value` replacing any earlier setting of that flag, or appended."""
+    option = "--" + flag.removeprefix("--")
+    kept = [arg for arg in args if arg != option and not arg.startswith(option + "=")]
+    return [*kept, f"{option}={value}"]
+
+
+def policies_data(directory: Path) -> dict[str, str]:
+    """Every policy file as a ConfigMap entry. Keys cannot hold `/`: a/b/c.yaml becomes a__b__c.yaml."""
+    if not directory.is_dir():
+        raise ConfigError(f"policy directory {directory} does not exist")
+    data: dict[str, str] = {}
+    for path in sorted(directory.rglob("*")):
+        relative = path.relative_to(directory)
+        if not path.is_file() or any(part.startswith(".") for part in relative.parts):
+            continue
+        key = configmap_key(relative.parts)
+        if key in data:
+            raise ConfigError(f"{path}: two policy files flatten to the ConfigMap key {key!r}; rename one")
+        data[key] = _read_text(path)
+    size = sum(len(k) + len(v.encode()) for k, v in data.items())
+    if size > CONFIGMAP_MAX_BYTES:
+        raise ConfigError(f"policies in {directory} take {size} bytes; a ConfigMap holds at most 1 MiB")
+    return data
+
+
+def configmap_key(parts: tuple[str, ...]) -> str:
+    key = KEY_SEPARATOR.join(parts)
+    if not _CONFIGMAP_KEY.match(key):
+        raise ConfigError(f"{'/'.join(parts)}: a ConfigMap key may hold only letters, digits, '-', '_', '.'")
+    return key
+
+
+def tls_secret(cert_dir: Path, name: str, namespace: str) -> Manifest:
+    data = {
+        file: base64.b64encode(_read_bytes(cert_dir / file)).decode("ascii")
+        for file in (certs.CA_CERT, certs.TLS_CERT, certs.TLS_KEY)
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/name": "gpu-webhook"},
+        },
+        "type": "kubernetes.io/tls",
+        "data": data,
+    }
+
+
+def check_serving_cert(cert_dir: Path, service: str, namespace: str, now: dt.datetime | None = None) -> None:
+    """Refuse certificates kube-apiserver would reject: with failurePolicy Fail that blocks GPU pods."""
+    serving = certs.describe(cert_dir)[certs.TLS_CERT]
+    wanted = f"{service}.{namespace}.svc"
+    if wanted not in serving.dns_names:
+        named = ", ".join(serving.dns_names)
+        raise CertError(
+            f"{cert_dir / certs.TLS_CERT} is not valid for {wanted} (it names {named}); "
+            f"run `gpu-webhook certs generate --out DIR --service {service} --namespace {namespace}`"
+        )
+    if serving.not_after <= (now or dt.datetime.now(dt.UTC)):
+        raise CertError(f"{cert_dir / certs.TLS_CERT} expired on {serving.not_after:%Y-%m-%d}")
+
+
+def _move_namespace(node: Any, old: str, new: str) -> None:
+    """Rename our namespace wherever the base names it: metadata, subjects, services, selectors."""
+    if isinstance(node, dict):
+        if node.get("kind") == "Namespace" and node["metadata"]["name"] == old:
+            node["metadata"]["name"] = new
+        if node.get("namespace") == old:
+            node["namespace"] = new
+        if node.get("key") == NAMESPACE_NAME_LABEL and isinstance(node.get("values"), list):
+            node["values"] = [new if value == old else value for value in node["values"]]
+        for value in node.values():
+            _move_namespace(value, old, new)
+    elif isinstance(node, list):
+        for item in node:
+            _move_namespace(item, old, new)
+
+
+def _configure_deployment(deployment: Manifest, options: RenderOptions) -> None:
+    if options.replicas is not None:
+        deployment["spec"]["replicas"] = options.replicas
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    if options.image is not None:
+        container["image"] = options.image
+    for flag, value in options.serve_flags.items():
+        container["args"] = set_flag(container["args"], flag, value)
+
+
+def _fit_quota(quota: Manifest, replicas: int) -> None:
+    """Leave room for every replica plus the one a rolling update surges."""
+    hard = quota["spec"]["hard"]
+    hard["pods"] = str(max(int(hard["pods"]), replicas + 1))
+
+
+def _set_failure_policy(objects: list[Manifest], name: str, policy: FailurePolicy) -> None:
+    (webhook,) = (hook for hook in webhooks(objects) if hook["name"] == name)
+    webhook["failurePolicy"] = policy
+
+
+def _tls_secret_name(deployment: Manifest) -> str:
+    volumes = deployment["spec"]["template"]["spec"]["volumes"]
+    (name,) = (volume["secret"]["secretName"] for volume in volumes if "secret" in volume)
+    return str(name)
+
+
+def _check_namespace(namespace: str) -> None:
+    if not _DNS_LABEL.match(namespace):
+        raise ConfigError(f"namespace {namespace!r} is not a valid DNS label")
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return _read_bytes(path).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: policy files must be UTF-8 text") from e
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror}") from e
+
+
+# The command line. cli.py registers it with one call, keeping this feature's flags in one place.
+
+
+def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "manifests",
+        help="print the Kubernetes install as multi-document YAML",
+        description="Print the install (manifests/base with everything filled in) for `kubectl apply -f -`.",
+    )
+    parser.add_argument("--namespace", default=DEFAULT_NAMESPACE, help="where the webhook runs")
+    parser.add_argument(
+        "--cert-dir",
+        type=Path,
+        help="ca.crt, tls.crt and tls.key: the TLS Secret and every caBundle; omit with cert-manager",
+    )
+    parser.add_argument("--image", help="container image; default: the base's")
+    parser.add_argument("--replicas", type=_at_least_one, help="default: the base's")
+    parser.add_argument(
+        "--policies", type=Path, help="policy directory for the ConfigMap; default: ./policies"
+    )
+    parser.add_argument(
+        "--workloads-failure-policy",
+        choices=["Fail", "Ignore"],
+        default="Fail",
+        help=f"failurePolicy of {WORKLOADS_WEBHOOK} (escape rules and workload templates)",
+    )
+    parser.add_argument(
+        "--serve-flag",
+        action="append",
+        default=[],
+        metavar="FLAG=VALUE",
+        type=_flag_assignment,
+        help="set a `gpu-webhook serve` flag in the Deployment, e.g. log-level=debug; repeatable",
+    )
+    parser.set_defaults(command=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    options = RenderOptions(
+        namespace=args.namespace,
+        image=args.image,
+        replicas=args.replicas,
+        cert_dir=args.cert_dir,
+        policies=_policies_option(args.policies),
+        workloads_failure_policy=args.workloads_failure_policy,
+        serve_flags=dict(args.serve_flag),
+    )
+    for note in _notes(options):
+        print(f"gpu-webhook manifests: {note}", file=sys.stderr)
+    sys.stdout.write(to_yaml(render(options)))
+    return 0
+
+
+def _policies_option(directory: Path | None) -> dict[str, str] | None:
+    if directory is not None:
+        return policies_data(directory)
+    default = Path("policies")
+    return policies_data(default) if default.is_dir() else None
+
+
+def _notes(options: RenderOptions) -> list[str]:
+    notes = []
+    if options.cert_dir is None:
+        notes.append(
+            "no --cert-dir: no TLS Secret and no caBundle are rendered; cert-manager or you must provide them"
+        )
+    if options.policies is None:
+        notes.append("no --policies and no ./policies: the policies ConfigMap is empty")
+    if options.replicas == 1:
+        notes.append("one replica is not highly available: GPU pods cannot start while it restarts")
+    return notes
+
+
+def _at_least_one(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _flag_assignment(text: str) -> tuple[str, str]:
+    flag, equals, value = text.partition("=")
+    if not equals or not flag.strip("-"):
+        raise argparse.ArgumentTypeError(f"expected FLAG=VALUE, got {text!r}")
+    return flag.strip("-"), value

@@ -41,6 +41,7 @@ def build_app(service: Service) -> Starlette:
     routes = [
         Route("/mutate", admission_handler(service, "mutate"), methods=["POST"]),
         Route("/validate", admission_handler(service, "validate"), methods=["POST"]),
+        Route("/validate-advisory", admission_handler(service, "advisory"), methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz_handler(service), methods=["GET"]),
         Route("/metrics", metrics_handler(service), methods=["GET"]),
@@ -100,7 +101,7 @@ def _decide(service: Service, admission: AdmissionRequest, endpoint: Endpoint) -
     except Exception:
         ref = uuid.uuid4().hex[:12]
         log.exception("review failed", extra={"ref": ref, "uid": admission["uid"], "endpoint": endpoint})
-        if service.failure_mode == "open":
+        if service.failure_mode == "open" or endpoint == "advisory":
             return Decision(allowed=True, warnings=(f"gpu-webhook internal error (ref {ref}); allowed",))
         return deny(f"gpu-webhook internal error (ref {ref}); failing closed", code=500)
 

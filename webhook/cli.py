@@ -85,6 +85,12 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=env("own-username"),
         help="our service account's username, whose own requests are never reviewed",
     )
+    serve.add_argument(
+        "--advisory-webhook",
+        type=_boolean,
+        default=env("advisory-webhook", "false"),
+        help="a separate webhook calls /validate-advisory, so /validate answers only deny policies",
+    )
     serve.add_argument("--failure-mode", choices=["closed", "open"], default=env("failure-mode", "closed"))
     serve.set_defaults(command=_serve)
 
@@ -106,6 +112,7 @@ def _serve(args: argparse.Namespace) -> int:
         policy_check_seconds=args.policy_check_seconds,
         excluded_namespaces=args.exclude_namespaces,
         own_username=args.own_username,
+        advisory_webhook=args.advisory_webhook,
     )
     serve(settings)
     return 0
@@ -156,6 +163,14 @@ def _certs_show(args: argparse.Namespace) -> int:
         print(f"  valid:     {info.not_before:%Y-%m-%d} to {info.not_after:%Y-%m-%d} ({days_left} days left)")
     print(f"caBundle: {certs.ca_bundle(args.dir)}")
     return 0
+
+
+def _boolean(text: str) -> bool:
+    if text.lower() in ("true", "1", "yes"):
+        return True
+    if text.lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def _csv(text: str) -> tuple[str, ...]:

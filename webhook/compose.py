@@ -17,7 +17,9 @@ def build_service(settings: Settings) -> Service:
     store = PolicyStore(settings.policies_dir, metrics)
     store.load()
     watcher = PolicyWatcher(store, settings.policy_check_seconds)
-    review_settings = ReviewSettings(settings.excluded_namespaces, settings.own_username)
+    review_settings = ReviewSettings(
+        settings.excluded_namespaces, settings.own_username, settings.advisory_webhook
+    )
 
     def run_review(request: AdmissionRequest, endpoint: Endpoint) -> Decision:
         return review(request, endpoint, ReviewDeps(policies=store.current, settings=review_settings))

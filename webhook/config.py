@@ -31,4 +31,5 @@ class Settings:
     policy_check_seconds: float = 2.0
     excluded_namespaces: tuple[str, ...] = ("kube-system", DEFAULT_NAMESPACE)
     own_username: str | None = None
+    advisory_webhook: bool = False
     failure_mode: FailureMode = "closed"

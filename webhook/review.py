@@ -19,7 +19,7 @@ from webhook.mutation.engine import mutate_object, select_policy
 from webhook.mutation.shape import ShapeError, check_pod_shape
 from webhook.mutation.target import PodTarget, pod_target
 from webhook.policy.model import PolicySet, SharingPolicy
-from webhook.types import AdmissionRequest, Endpoint
+from webhook.types import AdmissionRequest, Endpoint, EnforcementAction
 from webhook.validation import builtin
 
 
@@ -27,10 +27,21 @@ def _no_labels(_: str) -> Mapping[str, str]:
     return {}
 
 
+ALL_ACTIONS: frozenset[EnforcementAction] = frozenset({"deny", "warn", "dryrun"})
+ADVISORY_ACTIONS: frozenset[EnforcementAction] = frozenset({"warn", "dryrun"})
+
+
 @dataclass(frozen=True)
 class ReviewSettings:
     excluded_namespaces: tuple[str, ...] = ("kube-system",)
     own_username: str | None = None
+    # With a separate advisory webhook deployed, /validate leaves warn and dryrun policies to it.
+    advisory_webhook: bool = False
+
+    def actions(self, endpoint: Endpoint) -> frozenset[EnforcementAction]:
+        if endpoint == "advisory":
+            return ADVISORY_ACTIONS
+        return frozenset({"deny"}) if self.advisory_webhook else ALL_ACTIONS
 
 
 @dataclass(frozen=True)
@@ -54,7 +65,7 @@ class Subject:
 def review(request: AdmissionRequest, endpoint: Endpoint, deps: ReviewDeps) -> Decision:
     if endpoint == "mutate":
         return mutate(request, deps)
-    return validate(request, deps)
+    return validate(request, deps, deps.settings.actions(endpoint))
 
 
 def mutate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
@@ -80,8 +91,10 @@ def mutate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
     )
 
 
-def validate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
-    if request["operation"] not in ("CREATE", "UPDATE"):
+def validate(
+    request: AdmissionRequest, deps: ReviewDeps, actions: frozenset[EnforcementAction] = ALL_ACTIONS
+) -> Decision:
+    if request["operation"] not in ("CREATE", "UPDATE") or "deny" not in actions:
         return ALLOW
     subject = gpu_subject(request, deps)
     if subject is None:

@@ -10,7 +10,8 @@ from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
 
 JSON: TypeAlias = Any
 KubeObject: TypeAlias = dict[str, Any]
-Endpoint: TypeAlias = Literal["mutate", "validate"]
+# "advisory" is /validate-advisory: warn and dryrun policies only, behind a failurePolicy: Ignore webhook.
+Endpoint: TypeAlias = Literal["mutate", "validate", "advisory"]
 EnforcementAction: TypeAlias = Literal["deny", "warn", "dryrun"]
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"

@@ -21,6 +21,16 @@ FLAGS = [
     ("--log-level", "LOG_LEVEL", "debug", "log_level", "debug"),
     ("--failure-mode", "FAILURE_MODE", "open", "failure_mode", "open"),
     ("--cert-check-seconds", "CERT_CHECK_SECONDS", "2.5", "cert_check_seconds", 2.5),
+    ("--policy-check-seconds", "POLICY_CHECK_SECONDS", "0.5", "policy_check_seconds", 0.5),
+    ("--exclude-namespaces", "EXCLUDE_NAMESPACES", "kube-*,ops", "exclude_namespaces", ("kube-*", "ops")),
+    (
+        "--own-username",
+        "OWN_USERNAME",
+        "system:serviceaccount:gpu-system:gpu-webhook",
+        "own_username",
+        "system:serviceaccount:gpu-system:gpu-webhook",
+    ),
+    ("--advisory-webhook", "ADVISORY_WEBHOOK", "true", "advisory_webhook", True),
 ]
 
 

@@ -62,6 +62,7 @@ def admission_handler(service: Service, endpoint: Endpoint) -> Handler:
         except RequestError as e:
             return _reject(service, endpoint, e, started)
         decision = _decide(service, admission, endpoint)
+        decision = await service.record(admission, endpoint, decision, time.perf_counter() - started)
         body = encode_response(admission["uid"], decision, endpoint)
         _account(service, endpoint, admission, decision, started)
         return Response(body, media_type=JSON)

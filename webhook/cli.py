@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from webhook import __version__, certs
+from webhook.audit.commands import add_audit_commands, add_audit_serve_options, audit_settings
 from webhook.config import DEFAULT_NAMESPACE, DEFAULT_SERVICE, DEV_CERT_DIR, Settings
 from webhook.errors import WebhookError
 
@@ -36,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
     _add_serve(commands)
     _add_certs(commands)
+    add_audit_commands(commands)
     return parser
 
 
@@ -64,6 +66,7 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="how often a handshake may look for rotated certificate files",
     )
     serve.add_argument("--failure-mode", choices=["closed", "open"], default=env("failure-mode", "closed"))
+    add_audit_serve_options(serve, env)
     serve.set_defaults(command=_serve)
 
 
@@ -81,6 +84,7 @@ def _serve(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         failure_mode=args.failure_mode,
         cert_check_seconds=args.cert_check_seconds,
+        **audit_settings(args),
     )
     serve(settings)
     return 0

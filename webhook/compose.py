@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+from webhook.audit.setup import build_recorder
 from webhook.config import Settings
 from webhook.decision import Decision
 from webhook.metrics import Metrics
@@ -22,10 +25,20 @@ def build_service(settings: Settings) -> Service:
     def readiness() -> Readiness:
         return Readiness(ready=store.loaded, checks={"policies": store.current.version})
 
-    return Service(
+    service = Service(
         review=run_review,
         readiness=readiness,
         metrics=metrics,
         max_body_bytes=settings.max_body_bytes,
         failure_mode=settings.failure_mode,
+    )
+    audit = build_recorder(settings, metrics.registry, lambda: store.current.version)
+    if audit is None:
+        return service
+    recorder, writer = audit
+    return dataclasses.replace(
+        service,
+        record=recorder.record,
+        on_startup=(*service.on_startup, writer.start),
+        on_shutdown=(writer.close, *service.on_shutdown),
     )

@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import orjson
 
@@ -18,7 +18,7 @@ from webhook.audit.query import DECISIONS, Filter, QueryError, follow, last, log
 from webhook.audit.verify import verify
 
 Env = Callable[..., str | None]
-Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 MiB = 1024 * 1024
 
 
@@ -74,7 +74,6 @@ def audit_settings(args: argparse.Namespace) -> dict[str, Any]:
     if args.audit_log is None and (args.audit_stdout or args.audit_signing_key):
         raise QueryError("--audit-stdout and --audit-signing-key need --audit-log")
     return {
-        "audit_log": args.audit_log,
         "audit_fsync": args.audit_fsync,
         "audit_max_bytes": args.audit_max_bytes,
         "audit_keep": args.audit_keep,

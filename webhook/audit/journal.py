@@ -132,6 +132,16 @@ class Journal:
         size = sum(len(line) for line in lines)
         if self.options.max_bytes and self._end > 0 and self._end + size > self.options.max_bytes:
             self._rotate()
+        start = self._end
+        try:
+            self._write_lines(lines)
+        except AuditWriteError:
+            self._undo(start)
+            raise
+        self.head = Head(records[-1]["seq"], records[-1]["hash"])
+        self._copy(lines)
+
+    def _write_lines(self, lines: list[bytes]) -> None:
         if self.options.fsync == "always":
             for line in lines:
                 self._write_bytes(line)
@@ -140,11 +150,8 @@ class Journal:
             self._write_bytes(b"".join(lines))
             if self.options.fsync == "batch":
                 self._flush()
-        self.head = Head(records[-1]["seq"], records[-1]["hash"])
-        self._copy(lines)
 
     def _write_bytes(self, data: bytes) -> None:
-        start = self._end
         try:
             view = memoryview(data)
             while view:
@@ -152,11 +159,10 @@ class Journal:
                 view = view[written:]
                 self._end += written
         except OSError as e:
-            self._undo(start)
             raise AuditWriteError(f"cannot write the audit log {self.path}: {e.strerror or e}") from e
 
     def _undo(self, start: int) -> None:
-        """Cut a partial write so the file still ends on a whole record."""
+        """Cut a failed batch: its callers hear of the failure, so the log must not claim it."""
         try:
             os.ftruncate(self._fd, start)
             self._end = start
@@ -167,7 +173,6 @@ class Journal:
         try:
             self._fsync(self._fd)
         except OSError as e:
-            self._end = -1
             raise AuditWriteError(f"cannot flush the audit log {self.path}: {e.strerror or e}") from e
         self.fsyncs += 1
 

@@ -115,7 +115,11 @@ def log_files(paths: Iterable[Path]) -> list[Path]:
 
 def select(paths: Iterable[Path], where: Filter) -> Iterator[Record]:
     """Matching records in log order; a torn last line (a write in progress) is skipped."""
-    for line in read_lines(log_files(paths)):
+    return _select(log_files(paths), where)
+
+
+def _select(files: list[Path], where: Filter) -> Iterator[Record]:
+    for line in read_lines(files):
         if line.complete and where.maybe(line.data):
             record = _load(line.data)
             if record is not None and where.matches(record):

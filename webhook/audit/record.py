@@ -131,11 +131,11 @@ def json_safe(value: Any, scrub: Callable[[str], str], depth: int = 0) -> Any:
     if value is None or isinstance(value, bool | int):
         return value
     if isinstance(value, float):
-        return round(value, 6)
+        return round(value, 4)
     if isinstance(value, str):
         return scrub(value)
     try:
-        return round(float(value), 6)
+        return round(float(value), 4)
     except (TypeError, ValueError):
         return scrub(str(value))
 

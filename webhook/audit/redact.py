@@ -42,12 +42,12 @@ def own_annotations(obj: Mapping[str, Any] | None) -> dict[str, str]:
 
 
 def sensitive_values(objects: Iterable[Mapping[str, Any] | None]) -> frozenset[str]:
-    """Every env value, Secret datum and foreign annotation value found anywhere in the objects."""
+    """Every env value, Secret datum and foreign annotation value in the objects, also in base64."""
     found: set[str] = set()
     for obj in objects:
         if obj is not None:
-            found.update(_secret_data(obj))
             found.update(_walk(obj))
+    found.update([base64.b64encode(value.encode()).decode("ascii") for value in found])
     return frozenset(value for value in found if len(value) >= MIN_SECRET_CHARS)
 
 
@@ -74,13 +74,16 @@ def _metadata(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
 
 
 def _walk(node: Any) -> Iterator[str]:
-    """Env values and foreign annotation values, in pods and in workload templates alike."""
+    """Env values, Secret data and foreign annotation values, wherever they are nested."""
     stack = [node]
     while stack:
         current = stack.pop()
         if isinstance(current, dict):
             yield from _env_values(current.get("env"))
-            yield from _foreign_annotation_values(current.get("annotations"))
+            yield from _secret_data(current)
+            for value in _foreign_annotation_values(current.get("annotations")):
+                yield value
+                stack.append(_embedded_object(value))
             stack.extend(current.values())
         elif isinstance(current, list):
             stack.extend(current)
@@ -98,6 +101,16 @@ def _foreign_annotation_values(annotations: Any) -> Iterator[str]:
         for key, value in annotations.items():
             if isinstance(value, str) and not (isinstance(key, str) and key.startswith(OUR_PREFIX)):
                 yield value
+
+
+def _embedded_object(value: str) -> Any:
+    """kubectl's last-applied-configuration holds a whole object, env and all."""
+    if not value.startswith("{"):
+        return None
+    try:
+        return orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return None
 
 
 def _secret_data(obj: Mapping[str, Any]) -> Iterator[str]:

@@ -62,7 +62,7 @@ def stacked_columns(
     height = COLUMN_AREA_HEIGHT + 60
     marks = [_column(i, label, counts, series, top, step) for i, (label, counts) in enumerate(columns)]
     legend = _legend(series, height - 14)
-    axis = f'<text x="2" y="14" class="axis">max {number(top)}</text>'
+    axis = f'<text x="2" y="14" class="axis">max {number(top)}</text>' + _time_axis(columns, step)
     return _svg(name, width, height, axis + "".join(marks) + legend)
 
 
@@ -94,6 +94,15 @@ def _column(
         parts.append(f'<text x="{x + step * 0.4:.1f}" y="{base - 3:.1f}" class="total">{total}</text>')
     parts.append("</g>")
     return "".join(parts)
+
+
+def _time_axis(columns: Sequence[tuple[str, Mapping[str, int]]], step: float) -> str:
+    y = COLUMN_AREA_HEIGHT + 34
+    first = f'<text x="40" y="{y}" class="axis">{escape(columns[0][0])}</text>'
+    if len(columns) == 1:
+        return first
+    x = 40 + step * len(columns)
+    return first + f'<text x="{x:.1f}" y="{y}" text-anchor="end" class="axis">{escape(columns[-1][0])}</text>'
 
 
 def _legend(series: Sequence[tuple[str, str]], y: int) -> str:

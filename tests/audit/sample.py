@@ -33,7 +33,9 @@ def sample() -> list[Record]:
         decision = denied("no-privileged", "privileged containers are not allowed")
         items.append(entry(f"priv-{i}", decision, minute=10 + i, namespace="team-b", user="bob@example.com"))
     quota = denied("gpu-quota", "GPU quota exceeded in namespace team-b")
-    items.append(entry("quota-0", quota, minute=13, namespace="team-b", user="bob@example.com", latency_ms=50.0))
+    items.append(
+        entry("quota-0", quota, minute=13, namespace="team-b", user="bob@example.com", latency_ms=50.0)
+    )
     for i in range(2):
         decision = warned("prefer-mig", "consider a MIG profile")
         items.append(entry(f"warn-{i}", decision, minute=20 + i, user="carol@example.com"))

@@ -56,7 +56,10 @@ QUERIES: list[tuple[list[str], list[str]]] = [
     (["--kind", "Deployment"], ["deploy-0"]),
     (["--uid", "warn-1"], ["warn-1"]),
     (["--endpoint", "mutate"], ["mutate-0", "mutate-1", "mutate-2"]),
-    (["--since", "2025-03-01T12:11:00Z", "--until", "2025-03-01T12:21:00Z"], ["priv-1", "priv-2", "quota-0", "warn-0"]),
+    (
+        ["--since", "2025-03-01T12:11:00Z", "--until", "2025-03-01T12:21:00Z"],
+        ["priv-1", "priv-2", "quota-0", "warn-0"],
+    ),
     (["--since", "2025-03-01T12:42:00Z", "--namespace", "team-c"], ["dry-0"]),
     (["--user", "nobody"], []),
 ]
@@ -116,7 +119,11 @@ def test_verify_passes_then_names_an_edited_record(tmp_path: Path, log: Path) ->
 
 def test_tail_shows_the_last_records(log: Path) -> None:
     result = audit("tail", str(log), "-n", "3")
-    assert [orjson.loads(line)["uid"] for line in result.stdout.splitlines()] == ["deploy-0", "gpus-a", "dry-0"]
+    assert [orjson.loads(line)["uid"] for line in result.stdout.splitlines()] == [
+        "deploy-0",
+        "gpus-a",
+        "dry-0",
+    ]
     denied = audit("tail", str(log), "-n", "2", "--decision", "denied", "-o", "json")
     assert [r["uid"] for r in orjson.loads(denied.stdout)] == ["priv-2", "quota-0"]
 
@@ -130,7 +137,12 @@ def test_tail_follow_prints_new_records(tmp_path: Path) -> None:
         text=True,
     )
     out: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [out.put(line) for line in process.stdout or []], daemon=True).start()
+
+    def pump() -> None:
+        for line in process.stdout or []:
+            out.put(line)
+
+    threading.Thread(target=pump, daemon=True).start()
     try:
         assert orjson.loads(out.get(timeout=30))["uid"] == "uid-1"
         journal = Journal(JournalOptions(path=log))

@@ -14,7 +14,17 @@ import orjson
 
 from webhook.audit import output, signing
 from webhook.audit.chain import Record
-from webhook.audit.query import DECISIONS, Filter, QueryError, follow, last, log_files, parse_time, select
+from webhook.audit.query import (
+    DECISIONS,
+    Filter,
+    QueryError,
+    follow,
+    last,
+    log_files,
+    parse_time,
+    position,
+    select,
+)
 from webhook.audit.verify import verify
 
 Env = Callable[..., str | None]
@@ -136,10 +146,11 @@ def _add_tail(actions: Subparsers) -> None:
 
 def _tail(args: argparse.Namespace) -> int:
     where = _filter(args)
-    records = last([args.file], where, args.lines) if args.lines > 0 else []
+    start = position(args.file) if args.file.is_file() else None
+    records = last([args.file], where, args.lines, upto=start) if args.lines > 0 else []
     stream: Iterator[Record] = iter(records)
     if args.follow:
-        stream = _chain(records, follow(args.file, where))
+        stream = _chain(records, follow(args.file, where, start=start))
     fmt = "jsonl" if args.follow and args.output == "json" else args.output
     return _print(lambda: output.write(_flushing(stream), fmt, sys.stdout))
 
@@ -173,10 +184,9 @@ def _summary(args: argparse.Namespace) -> int:
 
     stats = collect(select(args.files, _filter(args)))
     if args.output == "json":
-        sys.stdout.write(orjson.dumps(as_json(stats), option=orjson.OPT_INDENT_2).decode() + "\n")
-    else:
-        write_text(stats, sys.stdout)
-    return 0
+        text = orjson.dumps(as_json(stats), option=orjson.OPT_INDENT_2).decode() + "\n"
+        return _print(lambda: sys.stdout.write(text))
+    return _print(lambda: write_text(stats, sys.stdout))
 
 
 def _add_verify(actions: Subparsers) -> None:
@@ -230,7 +240,7 @@ def _keygen(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print(action: Callable[[], int]) -> int:
+def _print(action: Callable[[], object]) -> int:
     """Stop quietly when the reader goes away (`| head`)."""
     try:
         action()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import fnmatch
+import functools
 import os
 import re
 import time
@@ -21,7 +22,7 @@ from typing import Any
 import orjson
 
 from webhook.audit.chain import Record
-from webhook.audit.files import expand, family, read_lines
+from webhook.audit.files import expand, family, last_line, read_blocks
 from webhook.audit.record import rfc3339
 from webhook.errors import WebhookError
 
@@ -50,26 +51,29 @@ class Filter:
     endpoint: str | None = None
     record_type: str | None = "decision"
 
-    def maybe(self, line: bytes) -> bool:
-        """A cheap necessary condition on the raw line; exact (non-glob) values only."""
-        return all(_needle(key, value) in line for key, value in self._exact_fields())
+    def maybe(self, data: bytes) -> bool:
+        """A cheap necessary condition on raw bytes (a line or a whole block of lines)."""
+        return all(needle in data for needle in self.needles)
+
+    @functools.cached_property
+    def needles(self) -> tuple[bytes, ...]:
+        """The exact `"key":"value"` texts every matching line contains (canonical JSON)."""
+        return tuple(_needle(key, value) for key, value in self._exact_fields())
 
     def matches(self, record: Record) -> bool:
-        time_ = str(record.get("time", ""))
-        return (
-            (self.since is None or time_ >= self.since)
-            and (self.until is None or time_ < self.until)
-            and _same(self.record_type, record.get("type"))
-            and _same(self.namespace, record.get("namespace"))
-            and _same(self.user, record.get("user"))
-            and _same(self.decision, record.get("decision"))
-            and _same(self.kind, record.get("kind"))
-            and _same(self.uid, record.get("uid"))
-            and _same(self.endpoint, record.get("endpoint"))
-            and (self.policy is None or any(_same(self.policy, p) for p in policies(record)))
-        )
+        if self.since is not None or self.until is not None:
+            moment = str(record.get("time", ""))
+            if (self.since is not None and moment < self.since) or (
+                self.until is not None and moment >= self.until
+            ):
+                return False
+        for key, wanted in self._criteria:
+            if not _same(wanted, record.get(key)):
+                return False
+        return self.policy is None or any(_same(self.policy, p) for p in policies(record))
 
-    def _exact_fields(self) -> Iterator[tuple[str, str]]:
+    @functools.cached_property
+    def _criteria(self) -> tuple[tuple[str, str], ...]:
         fields = {
             "type": self.record_type,
             "namespace": self.namespace,
@@ -78,10 +82,13 @@ class Filter:
             "kind": self.kind,
             "uid": self.uid,
             "endpoint": self.endpoint,
-            "policy": self.policy,
         }
-        for key, value in fields.items():
-            if value is not None and not _is_glob(value):
+        return tuple((key, value) for key, value in fields.items() if value is not None)
+
+    def _exact_fields(self) -> Iterator[tuple[str, str]]:
+        named = [*self._criteria, *([("policy", self.policy)] if self.policy is not None else [])]
+        for key, value in named:
+            if not _is_glob(value):
                 yield key, value
 
 
@@ -119,18 +126,40 @@ def select(paths: Iterable[Path], where: Filter) -> Iterator[Record]:
 
 
 def _select(files: list[Path], where: Filter) -> Iterator[Record]:
-    for line in read_lines(files):
-        if line.complete and where.maybe(line.data):
-            record = _load(line.data)
-            if record is not None and where.matches(record):
-                yield record
+    for path in files:
+        for block in read_blocks(path):
+            if not where.maybe(block):
+                continue
+            for data in block.split(b"\n"):
+                if where.maybe(data):
+                    record = _load(data)
+                    if record is not None and where.matches(record):
+                        yield record
 
 
-def last(paths: Iterable[Path], where: Filter, count: int) -> list[Record]:
+@dataclass(frozen=True)
+class Position:
+    """Just after the last whole line of a file, so `last` and `follow` neither miss nor repeat one."""
+
+    inode: int
+    offset: int
+
+
+def position(path: Path) -> Position:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        stat = os.fstat(fd)
+        return Position(stat.st_ino, last_line(fd, stat.st_size)[1])
+    finally:
+        os.close(fd)
+
+
+def last(paths: Iterable[Path], where: Filter, count: int, *, upto: Position | None = None) -> list[Record]:
     """The last `count` matching records, read backwards from the end of the newest file."""
     found: deque[Record] = deque()
     for path in reversed(log_files(paths)):
-        for data in _lines_backwards(path):
+        end = upto.offset if upto is not None and os.stat(path).st_ino == upto.inode else None
+        for data in _lines_backwards(path, end):
             record = _load(data) if where.maybe(data) else None
             if record is not None and where.matches(record):
                 found.appendleft(record)
@@ -139,9 +168,11 @@ def last(paths: Iterable[Path], where: Filter, count: int) -> list[Record]:
     return list(found)
 
 
-def follow(base: Path, where: Filter, poll_seconds: float = 0.5) -> Iterator[Record]:
+def follow(
+    base: Path, where: Filter, *, start: Position | None = None, poll_seconds: float = 0.5
+) -> Iterator[Record]:
     """New records as they are appended, across rotations, until interrupted."""
-    stream, inode = _open_at_end(base)
+    stream, inode = _open_at(base, start)
     pending = b""
     while True:
         chunk = stream.read()
@@ -160,12 +191,16 @@ def follow(base: Path, where: Filter, poll_seconds: float = 0.5) -> Iterator[Rec
         time.sleep(poll_seconds)
 
 
-def _open_at_end(base: Path) -> tuple[Any, int]:
+def _open_at(base: Path, start: Position | None) -> tuple[Any, int]:
     if not family(base):
         raise QueryError(f"no audit log at {base}")
     stream = open(base, "rb")  # noqa: SIM115
-    stream.seek(0, os.SEEK_END)
-    return stream, os.fstat(stream.fileno()).st_ino
+    inode = os.fstat(stream.fileno()).st_ino
+    if start is not None and start.inode == inode:
+        stream.seek(start.offset)
+    else:
+        stream.seek(0, os.SEEK_END)
+    return stream, inode
 
 
 def _rotated_away(base: Path, inode: int) -> bool:
@@ -175,10 +210,10 @@ def _rotated_away(base: Path, inode: int) -> bool:
         return False
 
 
-def _lines_backwards(path: Path) -> Iterator[bytes]:
-    """Whole lines from the end of a file to its start; a torn last line is skipped."""
+def _lines_backwards(path: Path, end: int | None = None) -> Iterator[bytes]:
+    """Whole lines from `end` (default: the end of the file) back to the start; a torn last one is skipped."""
     with path.open("rb") as stream:
-        position = stream.seek(0, os.SEEK_END)
+        position = stream.seek(0, os.SEEK_END) if end is None else end
         carry = b""
         at_end = True
         while position > 0:
@@ -210,9 +245,7 @@ def _is_glob(value: str) -> bool:
     return any(ch in value for ch in "*?[")
 
 
-def _same(wanted: str | None, actual: Any) -> bool:
-    if wanted is None:
+def _same(wanted: str, actual: Any) -> bool:
+    if actual == wanted:
         return True
-    if not isinstance(actual, str):
-        return False
-    return fnmatch.fnmatchcase(actual, wanted) if _is_glob(wanted) else actual == wanted
+    return isinstance(actual, str) and _is_glob(wanted) and fnmatch.fnmatchcase(actual, wanted)

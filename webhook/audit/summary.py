@@ -43,21 +43,26 @@ class Stats:
         namespace = str(record.get("namespace") or "(cluster)")
         moment = str(record.get("time", ""))
         self.total += 1
-        self.dry_run += bool(record.get("dryRun"))
-        self.first_time = min(self.first_time or moment, moment)
-        self.last_time = max(self.last_time, moment)
+        if record.get("dryRun"):
+            self.dry_run += 1
+        if not self.first_time or moment < self.first_time:
+            self.first_time = moment
+        if moment > self.last_time:
+            self.last_time = moment
         self.decisions[decision] += 1
         self.endpoints[str(record.get("endpoint", ""))] += 1
         self.namespaces[namespace] += 1
         self.minutes[moment[:16]][decision] += 1
-        self._add_findings(record, decision == "denied")
+        if record.get("findings"):
+            self._add_findings(record, decision == "denied")
         self._add_sharing(record)
-        self._add_gpus(record, namespace)
+        if "quota" in record:
+            self._add_gpus(record, namespace)
         if decision == "denied":
             self._add_denial(record, namespace)
         latency = record.get("latencyMs")
         if isinstance(latency, int | float):
-            self.latencies.append(float(latency))
+            self.latencies.append(latency)
 
     def percentile(self, p: float) -> float | None:
         """Nearest-rank percentile of the recorded latencies, in milliseconds."""

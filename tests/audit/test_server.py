@@ -17,6 +17,7 @@ from tests.support.server import ServerProcess, start_server
 from tests.support.tlsclient import JSON_HEADERS
 from webhook.audit.chain import Record
 from webhook.audit.files import expand, read_file
+from webhook.audit.signing import generate, load_public
 from webhook.audit.verify import verify
 
 CANARY = "canary-9f2e-db-password"
@@ -158,3 +159,18 @@ def test_workers_share_one_chain(cert_dir: Path, log: Path) -> None:
     assert result.ok, result.describe()
     assert result.records == 30
     assert len({r["instance"] for r in logged(log)}) >= 1
+
+
+def test_signed_checkpoints_from_a_running_server(cert_dir: Path, log: Path, tmp_path: Path) -> None:
+    private, public = generate(tmp_path / "keys")
+    server = serve(cert_dir, log, "--audit-signing-key", str(private), "--audit-checkpoint-records", "5")
+    try:
+        for _ in range(12):
+            review = make_review(load_example("pod-cpu.yaml"))
+            check_reply(review, server.client().post_json("/validate", review), "validate")
+    finally:
+        server.stop_gracefully()
+    result = verify(expand([log]), public_key=load_public(public), from_genesis=True)
+    assert result.ok, result.describe()
+    assert result.signatures >= 3
+    assert result.last_signed_seq == result.last_seq, "a graceful stop signs the tail"

@@ -116,7 +116,10 @@ class ChainVerifier:
         if self.problem is not None:
             return
         if not complete:
-            self._fail(location, None, "truncated", "the final line is incomplete (a torn or cut write)")
+            detail = (
+                "the final line is incomplete: cut, or torn by a crash (a running server may be writing it)"
+            )
+            self._fail(location, None, "truncated", detail)
             return
         record = _parse(line)
         if record is None:

@@ -21,7 +21,13 @@ from starlette.routing import Route
 
 from webhook.admission import encode_response, parse_review
 from webhook.decision import Decision, deny
-from webhook.errors import MalformedReview, PayloadTooLarge, RequestError, UnsupportedMediaType
+from webhook.errors import (
+    AuditUnavailable,
+    MalformedReview,
+    PayloadTooLarge,
+    RequestError,
+    UnsupportedMediaType,
+)
 from webhook.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from webhook.service import Service
 from webhook.types import AdmissionRequest, Endpoint
@@ -63,6 +69,11 @@ def admission_handler(service: Service, endpoint: Endpoint) -> Handler:
         except RequestError as e:
             return _reject(service, endpoint, e, started)
         decision = _decide(service, admission, endpoint)
+        try:
+            decision = await service.record(admission, endpoint, decision, time.perf_counter() - started)
+        except AuditUnavailable as e:
+            service.metrics.observe(endpoint, "unrecorded", time.perf_counter() - started)
+            return error_response(503, str(e))
         body = encode_response(admission["uid"], decision, endpoint)
         _account(service, endpoint, admission, decision, started)
         return Response(body, media_type=JSON)

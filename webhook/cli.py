@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from webhook import __version__, certs, manifests
+from webhook.audit.commands import add_audit_commands, add_audit_serve_options, audit_settings
 from webhook.commands import policies, review, test
 from webhook.config import DEFAULT_NAMESPACE, DEFAULT_SERVICE, DEV_CERT_DIR, Settings
 from webhook.errors import WebhookError
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     test.add_parser(commands)
     policies.add_parser(commands)
     manifests.add_command(commands)
+    add_audit_commands(commands)
     return parser
 
 
@@ -92,6 +94,7 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="a separate webhook calls /validate-advisory, so /validate answers only deny policies",
     )
     serve.add_argument("--failure-mode", choices=["closed", "open"], default=env("failure-mode", "closed"))
+    add_audit_serve_options(serve, env)
     serve.set_defaults(command=_serve)
 
 
@@ -113,6 +116,7 @@ def _serve(args: argparse.Namespace) -> int:
         excluded_namespaces=args.exclude_namespaces,
         own_username=args.own_username,
         advisory_webhook=args.advisory_webhook,
+        **audit_settings(args),
     )
     serve(settings)
     return 0

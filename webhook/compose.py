@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+from webhook.audit.setup import build_recorder
 from webhook.config import Settings
 from webhook.decision import Decision
 from webhook.metrics import Metrics
@@ -30,7 +33,7 @@ def build_service(settings: Settings) -> Service:
             checks["policy_reload"] = f"rejected, last good set in force: {store.last_error}"
         return Readiness(ready=store.loaded, checks=checks)
 
-    return Service(
+    service = Service(
         review=run_review,
         readiness=readiness,
         metrics=metrics,
@@ -38,4 +41,14 @@ def build_service(settings: Settings) -> Service:
         failure_mode=settings.failure_mode,
         on_startup=(watcher.start,),
         on_shutdown=(watcher.stop,),
+    )
+    audit = build_recorder(settings, metrics.registry, lambda: store.current.version)
+    if audit is None:
+        return service
+    recorder, writer = audit
+    return dataclasses.replace(
+        service,
+        record=recorder.record,
+        on_startup=(*service.on_startup, writer.start),
+        on_shutdown=(writer.close, *service.on_shutdown),
     )

@@ -13,6 +13,7 @@ DEFAULT_NAMESPACE = "gpu-system"
 MiB = 1024 * 1024
 
 FailureMode = Literal["closed", "open"]
+AuditFsync = Literal["always", "batch", "never"]
 
 
 @dataclass(frozen=True)
@@ -33,3 +34,11 @@ class Settings:
     own_username: str | None = None
     advisory_webhook: bool = False
     failure_mode: FailureMode = "closed"
+    audit_fsync: AuditFsync = "batch"
+    audit_max_bytes: int = 100 * MiB
+    audit_keep: int = 5
+    audit_stdout: bool = False
+    audit_signing_key: Path | None = None
+    audit_checkpoint_records: int = 1000
+    audit_checkpoint_seconds: float = 60.0
+    audit_failure_mode: FailureMode = "closed"

@@ -29,6 +29,10 @@ class AdmissionDenied(WebhookError):
     """The object cannot be admitted as it is; the message is written for the person who sent it."""
 
 
+class AuditUnavailable(WebhookError):
+    """A decision cannot be recorded and must not be acknowledged."""
+
+
 class ConfigError(WebhookError):
     """A setting or a file named by a setting is unusable."""
 

@@ -18,6 +18,7 @@ from uvicorn.supervisors import Multiprocess
 
 from webhook import certs
 from webhook.app import build_app
+from webhook.audit.setup import check_audit
 from webhook.compose import build_service
 from webhook.config import DEFAULT_NAMESPACE, DEFAULT_SERVICE, Settings
 from webhook.errors import CertError
@@ -33,6 +34,7 @@ def serve(settings: Settings) -> None:
     configure(settings.log_level)
     _prepare_certs(settings)
     load_directory(settings.policies_dir)
+    check_audit(settings)
     config = uvicorn.Config(
         app=functools.partial(create_app, settings),
         factory=True,

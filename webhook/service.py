@@ -11,6 +11,14 @@ from webhook.metrics import Metrics
 from webhook.types import AdmissionRequest, Endpoint
 
 Hook = Callable[[], Awaitable[None]]
+RecordHook = Callable[[AdmissionRequest, Endpoint, Decision, float], Awaitable[Decision]]
+
+
+async def unrecorded(
+    request: AdmissionRequest, endpoint: Endpoint, decision: Decision, seconds: float
+) -> Decision:
+    """The record hook when no audit log is configured: the decision goes out as it is."""
+    return decision
 
 
 @dataclass(frozen=True)
@@ -28,3 +36,4 @@ class Service:
     failure_mode: FailureMode = "closed"
     on_startup: Sequence[Hook] = field(default_factory=tuple)
     on_shutdown: Sequence[Hook] = field(default_factory=tuple)
+    record: RecordHook = unrecorded

@@ -1,0 +1,154 @@
+"""The journal on disk: torn tails, rotation, shared files, fsync modes and a full disk."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.audit.logs import entry, lines, numbered, records, rewrite, write_log
+from webhook.audit.files import expand, family
+from webhook.audit.journal import AuditLogCorrupt, AuditWriteError, FsyncMode, Journal, JournalOptions
+from webhook.audit.verify import verify
+
+
+def test_a_torn_final_line_is_cut_reported_and_the_chain_continues(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = tmp_path / "audit.log"
+    write_log(log, numbered(5))
+    whole = log.read_bytes()
+    torn = orjson.dumps(entry("torn"))[:37]
+    log.write_bytes(whole + torn)
+    assert not verify([log]).ok
+
+    journal = Journal(JournalOptions(path=log))
+    with caplog.at_level(logging.WARNING, logger="webhook.audit"):
+        assert journal.open() == len(torn)
+    assert any("torn" in r.getMessage() for r in caplog.records)
+    assert log.read_bytes() == whole
+    assert journal.head.seq == 5
+    journal.append([entry("after-crash")])
+    journal.close()
+
+    result = verify([log], from_genesis=True)
+    assert result.ok, result.describe()
+    assert [r["seq"] for r in records(log)] == [1, 2, 3, 4, 5, 6]
+    assert records(log)[-1]["uid"] == "after-crash"
+
+
+def test_a_log_ending_in_garbage_refuses_to_start(tmp_path: Path) -> None:
+    log = tmp_path / "audit.log"
+    write_log(log, numbered(3))
+    log.write_bytes(log.read_bytes() + b"not a record\n")
+    with pytest.raises(AuditLogCorrupt, match="audit verify"):
+        Journal(JournalOptions(path=log)).open()
+
+
+@pytest.mark.parametrize("keep", [1, 3])
+def test_rotation_keeps_the_chain_across_files(tmp_path: Path, keep: int) -> None:
+    log = tmp_path / "audit.log"
+    write_log(log, numbered(200), batch=7, max_bytes=20_000, keep=keep)
+    files = family(log)
+    assert len(files) == keep + 1
+    assert all(p.stat().st_size <= 20_000 for p in files)
+    result = verify(expand([log]))
+    assert result.ok, result.describe()
+    assert result.last_seq == 200
+    assert result.first_seq is not None and result.first_seq > 1
+    first_of = [records(p)[0] for p in files]
+    last_of = [records(p)[-1] for p in files]
+    for earlier, later in zip(last_of, first_of[1:], strict=False):
+        assert later["prev"] == earlier["hash"]
+
+
+def test_a_fresh_file_after_rotation_continues_from_the_rotated_one(tmp_path: Path) -> None:
+    log = tmp_path / "audit.log"
+    write_log(log, numbered(10))
+    os.rename(log, tmp_path / "audit.log.1")
+    write_log(log, numbered(3))
+    assert [r["seq"] for r in records(log)] == [11, 12, 13]
+    assert verify(expand([log]), from_genesis=True).ok
+
+
+def test_two_writers_on_one_file_make_one_chain(tmp_path: Path) -> None:
+    """Uvicorn workers are processes sharing one log: the flock and a re-read head keep one chain."""
+    log = tmp_path / "audit.log"
+    first, second = (
+        Journal(JournalOptions(path=log, max_bytes=8_000)),
+        Journal(JournalOptions(path=log, max_bytes=8_000)),
+    )
+    first.open()
+    second.open()
+    for i in range(40):
+        (first if i % 3 else second).append([entry(f"uid-{i}")])
+    first.close()
+    second.close()
+    result = verify(expand([log]), from_genesis=True)
+    assert result.ok, result.describe()
+    assert result.records == 40
+
+
+@pytest.mark.parametrize(
+    ("mode", "batches", "expected"),
+    [("always", [5, 3], 8), ("batch", [5, 3], 2), ("never", [5, 3], 0)],
+)
+def test_fsync_modes(tmp_path: Path, mode: FsyncMode, batches: list[int], expected: int) -> None:
+    calls: list[int] = []
+    journal = Journal(JournalOptions(path=tmp_path / "audit.log", fsync=mode), fsync=calls.append)
+    journal.open()
+    for size in batches:
+        journal.append(numbered(size))
+    journal.close()
+    assert len(calls) == expected
+
+
+def test_a_full_disk_is_an_error_and_leaves_no_partial_record(tmp_path: Path) -> None:
+    log = tmp_path / "audit.log"
+    log.symlink_to("/dev/full")
+    journal = Journal(JournalOptions(path=log))
+    journal.open()
+    with pytest.raises(AuditWriteError, match="No space left"):
+        journal.append([entry("lost")])
+    assert journal.head.seq == 0
+    journal.close()
+
+
+def test_a_failed_write_does_not_advance_the_chain(tmp_path: Path) -> None:
+    log = tmp_path / "audit.log"
+    failures = [OSError(28, "No space left on device")]
+
+    def flaky_fsync(fd: int) -> None:
+        if failures:
+            raise failures.pop()
+
+    journal = Journal(JournalOptions(path=log), fsync=flaky_fsync)
+    journal.open()
+    with pytest.raises(AuditWriteError, match="flush"):
+        journal.append([entry("unflushed")])
+    journal.append([entry("next")])
+    journal.close()
+    assert verify([log], from_genesis=True).ok
+    assert [r["uid"] for r in records(log)] == ["next"]
+
+
+def test_records_are_copied_to_the_copy_stream(tmp_path: Path) -> None:
+    read_end, write_end = os.pipe()
+    journal = Journal(JournalOptions(path=tmp_path / "audit.log", copy_fd=write_end))
+    journal.open()
+    journal.append(numbered(2))
+    journal.close()
+    os.close(write_end)
+    copied = os.read(read_end, 1 << 20)
+    os.close(read_end)
+    assert copied == b"".join(lines(tmp_path / "audit.log"))
+
+
+def test_rewrite_helper_roundtrip(tmp_path: Path) -> None:
+    log = tmp_path / "audit.log"
+    write_log(log, numbered(2))
+    rewrite(log, lines(log))
+    assert verify([log]).ok

@@ -1,0 +1,131 @@
+"""Inline SVG charts: horizontal bars and stacked columns, with every number written as text.
+
+Plain strings in, one <svg> element out; no scripts, no external resources.
+Each mark carries data-* attributes with its exact numbers for tests and tools.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from html import escape
+
+BAR_HEIGHT = 22
+LABEL_WIDTH = 180
+PLOT_WIDTH = 420
+VALUE_WIDTH = 70
+COLUMN_AREA_HEIGHT = 180
+
+
+def number(value: float) -> str:
+    """Integers as integers, other values with at most two decimals."""
+    if float(value).is_integer():
+        return str(int(value))
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def hbars(name: str, rows: Sequence[tuple[str, float]], *, color: str = "#4c78a8", unit: str = "") -> str:
+    if not rows:
+        return _empty(name)
+    top = max(value for _, value in rows) or 1
+    height = BAR_HEIGHT * len(rows) + 8
+    width = LABEL_WIDTH + PLOT_WIDTH + VALUE_WIDTH
+    marks = [_hbar(i, label, value, top, color, unit) for i, (label, value) in enumerate(rows)]
+    return _svg(name, width, height, "".join(marks))
+
+
+def _hbar(index: int, label: str, value: float, top: float, color: str, unit: str) -> str:
+    y = 4 + index * BAR_HEIGHT
+    length = max(1.0, PLOT_WIDTH * value / top) if value else 0.0
+    shown = number(value) + unit
+    return (
+        f'<g class="bar" data-label="{escape(label)}" data-value="{number(value)}">'
+        f"<title>{escape(label)}: {escape(shown)}</title>"
+        f'<text x="{LABEL_WIDTH - 6}" y="{y + 15}" text-anchor="end" class="label">'
+        f"{escape(_short(label))}</text>"
+        f'<rect x="{LABEL_WIDTH}" y="{y + 3}" width="{length:.1f}" height="{BAR_HEIGHT - 6}" fill="{color}"/>'
+        f'<text x="{LABEL_WIDTH + length + 6:.1f}" y="{y + 15}" class="value">{escape(shown)}</text>'
+        "</g>"
+    )
+
+
+def stacked_columns(
+    name: str,
+    columns: Sequence[tuple[str, Mapping[str, int]]],
+    series: Sequence[tuple[str, str]],
+) -> str:
+    """One column per time bucket, one stacked segment per series (name, color)."""
+    if not columns:
+        return _empty(name)
+    top = max(sum(counts.values()) for _, counts in columns) or 1
+    step = max(8.0, min(40.0, 760 / len(columns)))
+    width = int(step * len(columns)) + 60
+    height = COLUMN_AREA_HEIGHT + 60
+    marks = [_column(i, label, counts, series, top, step) for i, (label, counts) in enumerate(columns)]
+    legend = _legend(series, height - 14)
+    axis = f'<text x="2" y="14" class="axis">max {number(top)}</text>' + _time_axis(columns, step)
+    return _svg(name, width, height, axis + "".join(marks) + legend)
+
+
+def _column(
+    index: int,
+    label: str,
+    counts: Mapping[str, int],
+    series: Sequence[tuple[str, str]],
+    top: int,
+    step: float,
+) -> str:
+    x = 40 + index * step
+    base = float(COLUMN_AREA_HEIGHT + 20)
+    data = " ".join(f'data-{escape(s)}="{counts.get(s, 0)}"' for s, _ in series)
+    total = sum(counts.get(s, 0) for s, _ in series)
+    parts = [f'<g class="column" data-bucket="{escape(label)}" data-total="{total}" {data}>']
+    parts.append(
+        f"<title>{escape(label)}: " + ", ".join(f"{s} {counts.get(s, 0)}" for s, _ in series) + "</title>"
+    )
+    for series_name, color in series:
+        h = COLUMN_AREA_HEIGHT * counts.get(series_name, 0) / top
+        if h:
+            base -= h
+            parts.append(
+                f'<rect x="{x:.1f}" y="{base:.1f}" width="{step * 0.8:.1f}" height="{h:.1f}" '
+                f'fill="{color}" class="{escape(series_name)}"/>'
+            )
+    if step >= 24:
+        parts.append(f'<text x="{x + step * 0.4:.1f}" y="{base - 3:.1f}" class="total">{total}</text>')
+    parts.append("</g>")
+    return "".join(parts)
+
+
+def _time_axis(columns: Sequence[tuple[str, Mapping[str, int]]], step: float) -> str:
+    y = COLUMN_AREA_HEIGHT + 34
+    first = f'<text x="40" y="{y}" class="axis">{escape(columns[0][0])}</text>'
+    if len(columns) == 1:
+        return first
+    x = 40 + step * len(columns)
+    return first + f'<text x="{x:.1f}" y="{y}" text-anchor="end" class="axis">{escape(columns[-1][0])}</text>'
+
+
+def _legend(series: Sequence[tuple[str, str]], y: int) -> str:
+    items = []
+    for i, (series_name, color) in enumerate(series):
+        x = 40 + i * 110
+        items.append(
+            f'<rect x="{x}" y="{y - 10}" width="12" height="12" fill="{color}"/>'
+            f'<text x="{x + 16}" y="{y}" class="label">{escape(series_name)}</text>'
+        )
+    return "".join(items)
+
+
+def _svg(name: str, width: int, height: int, body: str) -> str:
+    return (
+        f'<svg class="chart" data-chart="{escape(name)}" role="img" aria-label="{escape(name)}" '
+        f'width="{width}" height="{height}" viewBox="0 0 {width} {height}">{body}</svg>'
+    )
+
+
+def _empty(name: str) -> str:
+    return f'<p class="empty" data-chart="{escape(name)}">No data.</p>'
+
+
+def _short(label: str, limit: int = 28) -> str:
+    return label if len(label) <= limit else label[: limit - 1] + "…"

@@ -1,0 +1,89 @@
+"""The Service's record hook: one record per decision, written before the response leaves.
+
+When the log cannot be written, `failure_mode` decides: `closed` (the default)
+answers with a failure decision instead of an unrecorded one, `open` sends the
+decision anyway and counts the loss.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Callable
+
+from webhook.audit.journal import AuditWriteError
+from webhook.audit.metrics import AuditMetrics
+from webhook.audit.record import decision_record
+from webhook.audit.writer import AuditWriter
+from webhook.config import FailureMode
+from webhook.decision import Decision, deny
+from webhook.errors import AuditUnavailable
+from webhook.types import AdmissionRequest, Endpoint
+
+log = logging.getLogger("webhook.audit")
+
+
+def default_instance() -> str:
+    """The pod name (the hostname in Kubernetes) and the worker's pid."""
+    return f"{socket.gethostname()}/{os.getpid()}"
+
+
+class AuditRecorder:
+    def __init__(
+        self,
+        writer: AuditWriter,
+        *,
+        policy_version: Callable[[], str],
+        failure_mode: FailureMode,
+        metrics: AuditMetrics,
+        instance: str | None = None,
+        clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+    ) -> None:
+        self._writer = writer
+        self._policy_version = policy_version
+        self._failure_mode = failure_mode
+        self._metrics = metrics
+        self._instance = instance or default_instance()
+        self._clock = clock
+
+    async def record(
+        self, request: AdmissionRequest, endpoint: Endpoint, decision: Decision, seconds: float
+    ) -> Decision:
+        try:
+            entry = decision_record(
+                request,
+                decision,
+                endpoint=endpoint,
+                latency_ms=seconds * 1000,
+                now=self._clock(),
+                instance=self._instance,
+                policy_version=self._policy_version(),
+            )
+            await self._writer.append(entry)
+        except AuditWriteError as e:
+            return self._unrecorded(request, endpoint, decision, str(e))
+        except Exception as e:
+            log.exception("audit record could not be built", extra={"uid": request["uid"]})
+            return self._unrecorded(request, endpoint, decision, type(e).__name__)
+        self._metrics.records.inc()
+        return decision
+
+    def _unrecorded(
+        self, request: AdmissionRequest, endpoint: Endpoint, decision: Decision, why: str
+    ) -> Decision:
+        self._metrics.write_failures.inc()
+        ref = uuid.uuid4().hex[:12]
+        log.error(
+            "decision not recorded in the audit log",
+            extra={"uid": request["uid"], "endpoint": endpoint, "ref": ref, "error": why},
+        )
+        if self._failure_mode == "open":
+            return decision
+        if endpoint == "advisory":
+            # The advisory webhook must never deny; failing the call lets its failurePolicy (Ignore)
+            # apply, and nothing unrecorded is acknowledged.
+            raise AuditUnavailable(f"audit log unavailable (ref {ref})")
+        return deny(f"gpu-webhook cannot write its audit log (ref {ref}); failing closed", code=500)

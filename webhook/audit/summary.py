@@ -1,0 +1,181 @@
+"""One streaming pass of aggregates: counts, top denial reasons, latency percentiles.
+
+Memory grows with the number of distinct namespaces, policies and minutes, and
+eight bytes per record for latencies; never with the records themselves.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections import Counter, defaultdict, deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from webhook.audit.chain import Record
+
+RECENT_DENIALS = 500
+TOP = 10
+
+
+@dataclass
+class Stats:
+    total: int = 0
+    dry_run: int = 0
+    first_time: str = ""
+    last_time: str = ""
+    decisions: Counter[str] = field(default_factory=Counter)
+    endpoints: Counter[str] = field(default_factory=Counter)
+    namespaces: Counter[str] = field(default_factory=Counter)
+    denied_namespaces: Counter[str] = field(default_factory=Counter)
+    findings: Counter[tuple[str, str]] = field(default_factory=Counter)
+    denied_policies: Counter[str] = field(default_factory=Counter)
+    sharing_modes: Counter[str] = field(default_factory=Counter)
+    reasons: Counter[str] = field(default_factory=Counter)
+    gpus: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    minutes: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+    recent_denials: deque[Record] = field(default_factory=lambda: deque(maxlen=RECENT_DENIALS))
+    latencies: array[float] = field(default_factory=lambda: array("d"))
+
+    def add(self, record: Record) -> None:
+        decision = str(record.get("decision", "unknown"))
+        namespace = str(record.get("namespace") or "(cluster)")
+        moment = str(record.get("time", ""))
+        self.total += 1
+        if record.get("dryRun"):
+            self.dry_run += 1
+        if not self.first_time or moment < self.first_time:
+            self.first_time = moment
+        if moment > self.last_time:
+            self.last_time = moment
+        self.decisions[decision] += 1
+        self.endpoints[str(record.get("endpoint", ""))] += 1
+        self.namespaces[namespace] += 1
+        self.minutes[moment[:16]][decision] += 1
+        if record.get("findings"):
+            self._add_findings(record, decision == "denied")
+        self._add_sharing(record)
+        if "quota" in record:
+            self._add_gpus(record, namespace)
+        if decision == "denied":
+            self._add_denial(record, namespace)
+        latency = record.get("latencyMs")
+        if isinstance(latency, int | float):
+            self.latencies.append(latency)
+
+    def percentile(self, p: float) -> float | None:
+        """Nearest-rank percentile of the recorded latencies, in milliseconds."""
+        if not self.latencies:
+            return None
+        ordered = sorted(self.latencies)
+        return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
+
+    def _add_findings(self, record: Record, denied: bool) -> None:
+        for finding in record.get("findings") or []:
+            if isinstance(finding, dict):
+                policy, action = str(finding.get("policy", "")), str(finding.get("action", ""))
+                self.findings[(policy, action)] += 1
+                if denied and action == "deny":
+                    self.denied_policies[policy] += 1
+
+    def _add_sharing(self, record: Record) -> None:
+        mode = record.get("sharingMode")
+        if mode or record.get("endpoint") == "mutate":
+            self.sharing_modes[str(mode or "none")] += 1
+
+    def _add_gpus(self, record: Record, namespace: str) -> None:
+        gpus = admitted_gpus(record)
+        if gpus:
+            self.gpus[namespace] += gpus
+
+    def _add_denial(self, record: Record, namespace: str) -> None:
+        self.denied_namespaces[namespace] += 1
+        self.reasons[str(record.get("message", ""))[:200]] += 1
+        self.recent_denials.append(record)
+
+
+def collect(records: Iterable[Record]) -> Stats:
+    stats = Stats()
+    for record in records:
+        stats.add(record)
+    return stats
+
+
+def admitted_gpus(record: Record) -> float | None:
+    """GPU-equivalents a record admitted, from its quota info (docs/audit.md, "quota").
+
+    Counted on /validate only (the quota's own endpoint), for allowed requests
+    that are not dry runs: `quota.demand.gpus`, else `quota.after.gpus - quota.before.gpus`.
+    """
+    quota = record.get("quota")
+    if (
+        not isinstance(quota, dict)
+        or record.get("endpoint") != "validate"
+        or not record.get("allowed")
+        or record.get("dryRun")
+    ):
+        return None
+    demand = _number(quota.get("demand"), "gpus")
+    if demand is not None:
+        return demand
+    before, after = _number(quota.get("before"), "gpus"), _number(quota.get("after"), "gpus")
+    return after - before if before is not None and after is not None else None
+
+
+def as_json(stats: Stats) -> dict[str, Any]:
+    return {
+        "records": stats.total,
+        "dryRun": stats.dry_run,
+        "from": stats.first_time,
+        "to": stats.last_time,
+        "decisions": dict(stats.decisions),
+        "endpoints": dict(stats.endpoints),
+        "namespaces": dict(stats.namespaces.most_common()),
+        "deniedByNamespace": dict(stats.denied_namespaces.most_common()),
+        "policies": [
+            {"policy": policy, "action": action, "count": count}
+            for (policy, action), count in stats.findings.most_common()
+        ],
+        "deniedByPolicy": dict(stats.denied_policies.most_common()),
+        "sharingModes": dict(stats.sharing_modes.most_common()),
+        "topDenialReasons": [{"message": m, "count": c} for m, c in stats.reasons.most_common(TOP)],
+        "gpusAdmittedByNamespace": {ns: round(v, 4) for ns, v in sorted(stats.gpus.items())},
+        "latencyMs": {"p50": stats.percentile(50), "p99": stats.percentile(99)},
+    }
+
+
+def write_text(stats: Stats, out: TextIO) -> None:
+    data = as_json(stats)
+    out.write(
+        f"records: {stats.total} ({stats.dry_run} dry run)  from {stats.first_time} to {stats.last_time}\n"
+    )
+    p50, p99 = data["latencyMs"]["p50"], data["latencyMs"]["p99"]
+    out.write(f"latency: p50 {_ms(p50)}  p99 {_ms(p99)}\n")
+    _section(out, "by decision", stats.decisions.most_common())
+    _section(out, "by endpoint", stats.endpoints.most_common())
+    _section(out, "by namespace", stats.namespaces.most_common(TOP * 2))
+    _section(
+        out, "by policy (finding, action)", [(f"{p} ({a})", n) for (p, a), n in stats.findings.most_common()]
+    )
+    _section(out, "by sharing mode", stats.sharing_modes.most_common())
+    _section(out, "top denial reasons", stats.reasons.most_common(TOP))
+
+
+def _section(out: TextIO, title: str, rows: Iterable[tuple[str, int]]) -> None:
+    rows = list(rows)
+    out.write(f"\n{title}:\n")
+    if not rows:
+        out.write("  -\n")
+    for name, count in rows:
+        label = "".join(ch if ch.isprintable() else " " for ch in name) or "-"
+        out.write(f"  {count:>9}  {label}\n")
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f} ms"
+
+
+def _number(mapping: Any, key: str) -> float | None:
+    value = mapping.get(key) if isinstance(mapping, dict) else None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

@@ -1,0 +1,108 @@
+"""Group commit: every request that arrives while one batch is being written joins the next batch.
+
+Under load, N concurrent decisions cost one write and one fsync instead of N;
+when idle, a lone record is written at once. A record's `append` returns only
+once the journal holds it, so the response that follows is never ahead of the log.
+
+Code running in the event loop calls `await writer.append(entry)`; code running
+in its own thread (a background scan) may call `writer.journal.append([...])`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from webhook.audit.chain import Record
+from webhook.audit.journal import AuditWriteError, Journal
+
+MAX_BATCH = 1024
+DEFAULT_TIMEOUT_SECONDS = 5.0
+Pending = tuple[Mapping[str, Any], "asyncio.Future[Record]"]
+
+
+class AuditWriter:
+    def __init__(
+        self,
+        journal: Journal,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> None:
+        self.journal = journal
+        self._timeout = timeout
+        self._on_batch = on_batch
+        self._pending: list[Pending] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="audit-writer")
+
+    async def start(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._executor, self.journal.open)
+
+    async def append(self, entry: Mapping[str, Any]) -> Record:
+        """Return the sealed record once it is in the log; raise AuditWriteError if it cannot be."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Record] = loop.create_future()
+        future.add_done_callback(_retrieve)
+        self._pending.append((entry, future))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = loop.create_task(self._flush())
+        timer = loop.call_later(self._timeout, _expire, future, self._timeout)
+        try:
+            return await future
+        finally:
+            timer.cancel()
+
+    async def close(self) -> None:
+        if self._flusher is not None:
+            await self._flusher
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._executor, self.journal.checkpoint)
+        finally:
+            await loop.run_in_executor(self._executor, self.journal.close)
+            self._executor.shutdown(wait=True)
+
+    async def _flush(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._pending:
+            batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+            entries = [entry for entry, _ in batch]
+            try:
+                if self.journal.options.fsync == "never":
+                    records = self.journal.append(entries)  # page cache only: cheaper than a thread hop
+                else:
+                    records = await loop.run_in_executor(self._executor, self.journal.append, entries)
+            except Exception as e:
+                error = e if isinstance(e, AuditWriteError) else AuditWriteError(f"audit log failure: {e!r}")
+                _settle(batch, error=error)
+                continue
+            _settle(batch, records=records)
+            if self._on_batch is not None:
+                self._on_batch(len(batch))
+
+
+def _settle(
+    batch: list[Pending], *, records: list[Record] | None = None, error: Exception | None = None
+) -> None:
+    for index, (_, future) in enumerate(batch):
+        if future.done():
+            continue
+        if records is not None:
+            future.set_result(records[index])
+        else:
+            assert error is not None
+            future.set_exception(error)
+
+
+def _expire(future: asyncio.Future[Record], timeout: float) -> None:
+    if not future.done():
+        future.set_exception(AuditWriteError(f"the audit log took longer than {timeout}s to accept a record"))
+
+
+def _retrieve(future: asyncio.Future[Record]) -> None:
+    """A caller that timed out no longer awaits its future; read the outcome so none is reported lost."""
+    if not future.cancelled():
+        future.exception()

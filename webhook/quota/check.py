@@ -118,6 +118,7 @@ class QuotaOutcome:
 
     namespace: str = ""
     pod: str = ""
+    uid: str = ""
     shape: PodShape | None = None
     demand: Usage = NOTHING
     checks: tuple[QuotaCheck, ...] = ()
@@ -203,7 +204,13 @@ def check_quota(
     matching = [q for q in quotas if q.applies_to(namespace, labels)]
     if not matching:
         return NOT_APPLICABLE
-    base = QuotaOutcome(namespace=namespace, pod=pod_key(request, pod, namespace), dry_run=_dry(request))
+    uid = _meta(pod).get("uid")
+    base = QuotaOutcome(
+        namespace=namespace,
+        pod=pod_key(request, pod, namespace),
+        uid=uid if isinstance(uid, str) else "",
+        dry_run=_dry(request),
+    )
     try:
         shape = pod_shape(pod)
     except QuotaInputError as e:

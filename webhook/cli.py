@@ -10,8 +10,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from webhook import __version__, certs
-from webhook.config import DEFAULT_NAMESPACE, DEFAULT_SERVICE, DEV_CERT_DIR, Settings
+from webhook.config import (
+    DEFAULT_MAX_STALENESS_SECONDS,
+    DEFAULT_NAMESPACE,
+    DEFAULT_RESERVATION_TTL_SECONDS,
+    DEFAULT_SERVICE,
+    DEV_CERT_DIR,
+    Settings,
+)
 from webhook.errors import WebhookError
+from webhook.quota.commands import add_quota_commands
 
 ENV_PREFIX = "GPU_WEBHOOK_"
 Command = Callable[[argparse.Namespace], int]
@@ -36,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
     _add_serve(commands)
     _add_certs(commands)
+    add_quota_commands(commands)
     return parser
 
 
@@ -64,7 +73,35 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="how often a handshake may look for rotated certificate files",
     )
     serve.add_argument("--failure-mode", choices=["closed", "open"], default=env("failure-mode", "closed"))
+    _add_cluster_options(serve)
     serve.set_defaults(command=_serve)
+
+
+def _add_cluster_options(serve: argparse.ArgumentParser) -> None:
+    cluster = serve.add_argument_group("cluster state and quotas")
+    cluster.add_argument(
+        "--inventory", type=Path, default=env("inventory"), help="cluster objects from a file, no API access"
+    )
+    cluster.add_argument(
+        "--quota-consistency",
+        choices=["per-replica", "strict"],
+        default=env("quota-consistency", "per-replica"),
+        help="strict: admissions in flight are shared by all replicas through a ledger in the API",
+    )
+    cluster.add_argument("--kubeconfig", type=Path, default=env("kubeconfig"), help="default: in-cluster")
+    cluster.add_argument("--namespace", default=env("namespace"), help="our own namespace, for the ledger")
+    cluster.add_argument(
+        "--reservation-ttl",
+        type=_positive_seconds,
+        default=env("reservation-ttl", str(DEFAULT_RESERVATION_TTL_SECONDS)),
+        help="seconds an admitted pod counts before the watch shows it",
+    )
+    cluster.add_argument(
+        "--max-staleness",
+        type=_positive_seconds,
+        default=env("max-staleness", str(DEFAULT_MAX_STALENESS_SECONDS)),
+        help="seconds without word from the API before /readyz calls the cache stale",
+    )
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -81,6 +118,12 @@ def _serve(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         failure_mode=args.failure_mode,
         cert_check_seconds=args.cert_check_seconds,
+        inventory=args.inventory,
+        quota_consistency=args.quota_consistency,
+        kubeconfig=args.kubeconfig,
+        namespace=args.namespace,
+        reservation_ttl_seconds=args.reservation_ttl,
+        max_staleness_seconds=args.max_staleness,
     )
     serve(settings)
     return 0
@@ -131,6 +174,13 @@ def _certs_show(args: argparse.Namespace) -> int:
         print(f"  valid:     {info.not_before:%Y-%m-%d} to {info.not_after:%Y-%m-%d} ({days_left} days left)")
     print(f"caBundle: {certs.ca_bundle(args.dir)}")
     return 0
+
+
+def _positive_seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
 
 
 def _positive(text: str) -> int:

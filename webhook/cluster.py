@@ -29,7 +29,6 @@ from webhook.errors import ClusterError, ConfigError, Conflict, ResourceExpired
 from webhook.informer import Page
 from webhook.quota.ledger import StoredLedger
 
-SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 DEFAULT_KUBECONFIG = Path("~/.kube/config")
 CONNECT_SECONDS = 5.0
 REQUEST_SECONDS = 30.0
@@ -65,14 +64,6 @@ def connect(kubeconfig: Path | None = None) -> Connection | None:
     except (ConfigException, OSError, ValueError, TypeError) as e:
         raise ConfigError(f"cannot use kubeconfig {path}: {_line(e)}") from e
     return Connection(client.ApiClient(configuration), f"kubeconfig {path}")
-
-
-def own_namespace(default: str) -> str:
-    """The namespace we run in, from the service account mount; `default` outside a pod."""
-    try:
-        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or default
-    except OSError:
-        return default
 
 
 def _kubeconfig_path(explicit: Path | None) -> Path | None:

@@ -13,6 +13,9 @@ DEFAULT_NAMESPACE = "gpu-system"
 MiB = 1024 * 1024
 
 FailureMode = Literal["closed", "open"]
+QuotaConsistency = Literal["per-replica", "strict"]
+DEFAULT_RESERVATION_TTL_SECONDS = 30.0
+DEFAULT_MAX_STALENESS_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -29,3 +32,9 @@ class Settings:
     shutdown_grace_seconds: int = 20
     cert_check_seconds: float = 1.0
     failure_mode: FailureMode = "closed"
+    inventory: Path | None = None
+    quota_consistency: QuotaConsistency = "per-replica"
+    kubeconfig: Path | None = None
+    namespace: str | None = None
+    reservation_ttl_seconds: float = DEFAULT_RESERVATION_TTL_SECONDS
+    max_staleness_seconds: float = DEFAULT_MAX_STALENESS_SECONDS

@@ -137,6 +137,8 @@ class Informer:
 
     def _watch(self) -> None:
         events = self.source.watch(self._resource_version, self.watch_seconds)
+        if self._stop.is_set():  # stop() came while the watch was opening: it may have missed it
+            self.source.interrupt()
         self.cache.set_live(self.kind, True)
         self._recovered()
         try:

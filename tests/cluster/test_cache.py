@@ -115,6 +115,24 @@ def test_reservations_count_until_the_watch_shows_the_pod() -> None:
     assert cache.stats().reservations == 0
 
 
+def test_a_pod_recreated_under_the_same_name_keeps_its_reservation() -> None:
+    """StatefulSets reuse names: a late DELETED of the old pod must not cancel the new one."""
+    cache = ClusterCache()
+    old, new = gpu_pod("web-0", gpus=2), gpu_pod("web-0", gpus=2)
+    shape = pod_shape(new)
+    assert shape is not None
+    cache.apply(PODS, "ADDED", old)
+    cache.reserve("ml-team", "ml-team/web-0", shape, new["metadata"]["uid"])
+    cache.apply(PODS, "DELETED", old)
+    assert gpus(cache) == 2
+    assert cache.knows("ml-team/web-0", old["metadata"]["uid"])
+    assert not cache.knows("ml-team/web-0", new["metadata"]["uid"])
+    cache.apply(PODS, "ADDED", new)
+    assert gpus(cache) == 2
+    assert cache.stats().reservations == 0
+    assert cache.knows("ml-team/web-0", new["metadata"]["uid"])
+
+
 def test_reservations_expire() -> None:
     clock = Clock()
     cache = ClusterCache(reservation_ttl=30, clock=clock)

@@ -58,7 +58,7 @@ class CacheStats:
     unreadable_pods: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _PodRecord:
     key: str
     uid: str
@@ -81,7 +81,7 @@ class ClusterCache:
         self._changed = threading.Condition(self._lock)
         self._index = PodIndex()
         self._gone: dict[str, tuple[float, str]] = {}
-        self._reserved: dict[str, dict[str, Reservation]] = {}
+        self._reserved = Reservations()
         self._namespaces: dict[str, dict[str, str]] = {}
         self._synced: set[str] = set()
         self._fresh_at: dict[str, float] = {}
@@ -99,19 +99,18 @@ class ClusterCache:
                 self._confirm(kind)
             return
         index = PodIndex()
-        seen: list[_PodRecord] = []
+        finished: list[tuple[str, str]] = []
         for obj in objects:
             record = self._pod_record(obj)
             if record is not None:
                 index.add(record.key, record.shape if record.running else None, record.uid)
-                if record.shape is not None:
-                    seen.append(record)
+                if record.shape is not None and not record.running:
+                    finished.append((record.key, record.uid))
         with self._changed:
             gone = [(key, uid) for key, (_, uid) in self._index.pods.items() if key not in index.pods]
             self._index = index
-            self._bury([*gone, *((r.key, r.uid) for r in seen if not r.running)])
-            for record in seen:
-                self._drop_reservation(record.key, record.uid)
+            self._bury([*gone, *finished])
+            self._drop_seen_reservations()
             self._confirm(kind)
 
     def apply(self, kind: str, event_type: str, obj: KubeObject) -> None:
@@ -164,12 +163,12 @@ class ClusterCache:
         """Count an admitted pod now, until the watch shows it or the TTL passes."""
         with self._changed:
             entry = Reservation(self._index.intern(shape), self._clock() + self.reservation_ttl, uid)
-            self._reserved.setdefault(namespace, {})[key] = entry
+            self._reserved.put(namespace, key, entry)
             self._changed.notify_all()
 
     def release(self, namespace: str, key: str) -> None:
         with self._changed:
-            self._reserved.get(namespace, {}).pop(key, None)
+            self._reserved.pop(namespace, key)
             self._changed.notify_all()
 
     # Readers ------------------------------------------------------------------------------
@@ -181,9 +180,9 @@ class ClusterCache:
     def usage(self, namespace: str, settings: QuotaSettings) -> Usage:
         """Watched pods plus live reservations (quota's QuotaView)."""
         with self._lock:
-            shapes = self._index.shapes(namespace)
-            shapes += [(r.shape, 1) for r in self._live_reservations(namespace)]
-        return _demand(shapes, settings)
+            shapes = Counter(self._index.counts.get(namespace, Counter()))
+            shapes.update(self._reserved.counts(namespace, self._clock()))
+        return _demand(shapes.items(), settings)
 
     def pod_usage(self, namespace: str, settings: QuotaSettings) -> Usage:
         """Watched pods only: strict mode takes admissions in flight from the shared ledger."""
@@ -196,13 +195,11 @@ class ClusterCache:
         matches any pod of that name."""
         with self._lock:
             self._prune_gone()
-            counted = self._index.pods.get(key)
-            gone = self._gone.get(key)
-            return any(found is not None and uid in ("", found[1]) for found in (counted, gone))
+            return self._shown(key, uid)
 
     def namespaces(self) -> list[str]:
         with self._lock:
-            return sorted(set(self._namespaces) | set(self._index.counts) | set(self._reserved))
+            return sorted(set(self._namespaces) | set(self._index.counts) | self._reserved.namespaces())
 
     @property
     def synced(self) -> bool:
@@ -220,7 +217,7 @@ class ClusterCache:
 
     def stats(self) -> CacheStats:
         with self._lock:
-            reservations = sum(len(r) for r in self._reserved.values())
+            reservations = len(self._reserved)
             index = self._index
             return CacheStats(
                 len(index.pods), len(self._namespaces), reservations, len(index.interned), self._unreadable
@@ -263,24 +260,73 @@ class ClusterCache:
             del self._gone[key]
 
     def _drop_reservation(self, key: str, uid: str) -> None:
-        reserved = self._reserved.get(_namespace_of(key))
-        found = reserved.get(key) if reserved else None
-        if reserved and found is not None and found.uid in ("", uid):
-            del reserved[key]
+        namespace = _namespace_of(key)
+        found = self._reserved.get(namespace, key)
+        if found is not None and found.uid in ("", uid):
+            self._reserved.pop(namespace, key)
 
-    def _live_reservations(self, namespace: str) -> list[Reservation]:
-        reserved = self._reserved.get(namespace)
-        if not reserved:
-            return []
-        now = self._clock()
-        for key in [k for k, r in reserved.items() if r.expires <= now]:
-            del reserved[key]
-        return list(reserved.values())
+    def _drop_seen_reservations(self) -> None:
+        """After a list: reservations of pods the list showed (running or finished) have done their job."""
+        for namespace, key, reservation in self._reserved.entries():
+            if self._shown(key, reservation.uid):
+                self._reserved.pop(namespace, key)
+
+    def _shown(self, key: str, uid: str) -> bool:
+        """Counted now, or recently gone; an empty uid matches any pod of that name."""
+        return any(
+            found is not None and uid in ("", found[1])
+            for found in (self._index.pods.get(key), self._gone.get(key))
+        )
 
     def _confirm(self, kind: str) -> None:
         self._synced.add(kind)
         self._fresh_at[kind] = self._clock()
         self._changed.notify_all()
+
+
+class Reservations:
+    """Admissions in flight per namespace, kept in expiry order, with a running count per shape."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, dict[str, Reservation]] = {}
+        self._shapes: dict[str, Counter[PodShape]] = {}
+
+    def __len__(self) -> int:
+        return sum(len(entries) for entries in self._entries.values())
+
+    def namespaces(self) -> set[str]:
+        return {namespace for namespace, entries in self._entries.items() if entries}
+
+    def entries(self) -> list[tuple[str, str, Reservation]]:
+        return [(ns, key, r) for ns, entries in self._entries.items() for key, r in entries.items()]
+
+    def get(self, namespace: str, key: str) -> Reservation | None:
+        return self._entries.get(namespace, {}).get(key)
+
+    def put(self, namespace: str, key: str, reservation: Reservation) -> None:
+        """The TTL is the same for all, so appending keeps expiry order."""
+        self.pop(namespace, key)
+        self._entries.setdefault(namespace, {})[key] = reservation
+        self._shapes.setdefault(namespace, Counter())[reservation.shape] += 1
+
+    def pop(self, namespace: str, key: str) -> Reservation | None:
+        found = self._entries.get(namespace, {}).pop(key, None)
+        if found is not None:
+            shapes = self._shapes[namespace]
+            shapes[found.shape] -= 1
+            if shapes[found.shape] <= 0:
+                del shapes[found.shape]
+        return found
+
+    def counts(self, namespace: str, now: float) -> Counter[PodShape]:
+        """Live reservations by shape, after dropping the expired ones."""
+        entries = self._entries.get(namespace, {})
+        while entries:
+            key, first = next(iter(entries.items()))
+            if first.expires > now:
+                break
+            self.pop(namespace, key)
+        return self._shapes.get(namespace, Counter())
 
 
 class PodIndex:

@@ -128,7 +128,10 @@ class Informer:
                 versions.append(page.resource_version)
                 yield from page.items
 
-        self.cache.replace(self.kind, items())
+        try:
+            self.cache.replace(self.kind, items())
+        except ResourceExpired as e:  # a continue token outlived: back off rather than list in a loop
+            raise ClusterError(f"list {self.kind} expired while paging: {e}") from e
         self.lists += 1
         self._resource_version = versions[0] if versions else ""
         self._recovered()

@@ -47,6 +47,18 @@ def test_initial_sync_lists_in_pages(fake: FakeKube, watching: Watching) -> None
     assert fake.count(r"GET /api/v1/pods\?continue=") == 2  # 120 pods in pages of 50
 
 
+def test_a_list_whose_continue_token_expired_is_retried(fake: FakeKube, watching: Watching) -> None:
+    for i in range(120):
+        fake.create("pods", gpu_pod(f"p{i}"))
+    fake.expire_next_continue()
+    cache = ClusterCache()
+    pods, _ = watching(cache)
+    wait(cache, "synced", lambda c: c.synced)
+    assert cache.stats().pods == 120
+    assert pods.lists == 1 and len(pods.delays) == 1  # one failed attempt, backed off, listed again
+    assert fake.count(r"GET /api/v1/pods\?limit=") == 2
+
+
 def test_events_reach_the_cache(fake: FakeKube, watching: Watching) -> None:
     cache = ClusterCache()
     watching(cache)

@@ -17,6 +17,7 @@ import base64
 import contextlib
 import copy
 import re
+import socket
 import sys
 import threading
 import time
@@ -76,6 +77,7 @@ class FakeKube:
         self._closing = False
         self._bookmarks = 0
         self._open_watches = 0
+        self._expire_next_continue = False
         self._lists_open = threading.Event()
         self._lists_open.set()
         self.requests: list[str] = []
@@ -194,6 +196,11 @@ class FakeKube:
     def wait_lists_open(self) -> None:
         self._lists_open.wait(timeout=60)
 
+    def expire_next_continue(self) -> None:
+        """The next paged list request finds its continue token expired (410), as after etcd compaction."""
+        with self._cond:
+            self._expire_next_continue = True
+
     def bookmark(self) -> None:
         with self._cond:
             self._bookmarks += 1
@@ -246,6 +253,9 @@ class FakeKube:
     ) -> tuple[int, dict[str, Any]]:
         with self._cond:
             token = query.get("continue")
+            if token and self._expire_next_continue:
+                self._expire_next_continue = False
+                self._snapshots.pop(token, None)
             if token:
                 if token not in self._snapshots:
                     return 410, _status(410, "Expired", "The provided continue parameter is too old")
@@ -418,6 +428,12 @@ def _expired(since: int, oldest: int) -> dict[str, Any]:
 def _handler(api: FakeKube) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+
+        def setup(self) -> None:
+            super().setup()
+            # Headers and body go out in separate writes; without this, Nagle's algorithm and
+            # delayed ACKs add 40 ms to every request.
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
         def log_message(self, format: str, *args: Any) -> None:
             pass

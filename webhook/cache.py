@@ -177,12 +177,16 @@ class ClusterCache:
         with self._lock:
             return self._namespaces.get(namespace, {})
 
-    def usage(self, namespace: str, settings: QuotaSettings) -> Usage:
-        """Watched pods plus live reservations (quota's QuotaView)."""
+    def usage(self, namespace: str, settings: QuotaSettings, *, excluding: str | None = None) -> Usage:
+        """Watched pods plus live reservations (quota's QuotaView), optionally without the
+        reservation of one pod key (a pod admitted again must not count against itself)."""
         with self._lock:
             shapes = Counter(self._index.counts.get(namespace, Counter()))
             shapes.update(self._reserved.counts(namespace, self._clock()))
-        return _demand(shapes.items(), settings)
+            own = self._reserved.get(namespace, excluding) if excluding else None
+            if own is not None:
+                shapes[own.shape] -= 1
+        return _demand(((shape, n) for shape, n in shapes.items() if n > 0), settings)
 
     def pod_usage(self, namespace: str, settings: QuotaSettings) -> Usage:
         """Watched pods only: strict mode takes admissions in flight from the shared ledger."""

@@ -163,6 +163,16 @@ def test_pods_outside_every_quota_make_no_api_call(fake: FakeKube, replicas: lis
     assert fake.count("configmaps") == 0
 
 
+def test_a_retried_create_does_not_count_against_itself(fake: FakeKube, replicas: list[Replica]) -> None:
+    a, b = replicas
+    pod = gpu_pod("same", gpus=7)
+    assert a.gate.admit(request("same", pod=pod), [CAP]).allowed
+    assert b.gate.admit(request("same", pod=pod), [CAP]).allowed  # the retry lands on the other replica
+    assert not a.gate.admit(request("other", gpus=4), [CAP]).allowed
+    stored = fake.get("configmaps", OWN_NAMESPACE, ledger_name("ml-team"))
+    assert stored is not None and [e.pod for e in decode(stored["data"])] == ["ml-team/same"]
+
+
 def test_release_returns_the_room(fake: FakeKube, replicas: list[Replica]) -> None:
     a, b = replicas
     big = a.gate.admit(request("big", gpus=10), [CAP])

@@ -63,11 +63,13 @@ def test_released_admissions_free_their_room() -> None:
     assert gate.admit(request("b", gpus=1), [CAP]).allowed
 
 
-def test_a_repeated_admission_of_the_same_pod_is_counted_once() -> None:
+def test_a_retried_create_does_not_count_against_itself() -> None:
+    """Another webhook refused the pod after we reserved it; the user creates it again."""
     gate = LocalGate(synced_cache())
     for _ in range(5):
-        assert gate.admit(request("same", gpus=4), [CAP]).allowed
-    assert gate.cache.usage("ml-team", gate.settings).gpus == 4
+        assert gate.admit(request("same", gpus=7), [CAP]).allowed
+    assert gate.cache.usage("ml-team", gate.settings).gpus == 7
+    assert not gate.admit(request("other", gpus=4), [CAP]).allowed
 
 
 def test_pods_outside_any_quota_reserve_nothing() -> None:

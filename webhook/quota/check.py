@@ -23,7 +23,7 @@ from webhook.quota.demand import (
     shape_demand,
 )
 from webhook.quota.policy import GPUQuota
-from webhook.quota.usage import GPU_MEMORY, GPUS, NOTHING, Usage, format_amount, format_dimension
+from webhook.quota.usage import GPU_MEMORY, GPUS, NOTHING, Usage, format_dimension
 from webhook.types import AdmissionRequest, EnforcementAction, KubeObject
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
@@ -223,6 +223,14 @@ def check_quota(
     return replace(base, shape=shape, demand=demand, checks=_relevant(checks))
 
 
+def request_pod_key(request: AdmissionRequest) -> str | None:
+    """The reservation key of the pod a request creates, or None when it creates no pod."""
+    pod = _created_pod(request)
+    if pod is None:
+        return None
+    return pod_key(request, pod, request.get("namespace") or _meta(pod).get("namespace") or "default")
+
+
 def pod_key(request: AdmissionRequest, pod: KubeObject, namespace: str) -> str:
     """namespace/name, as the watch will see the pod; a uid when the name is not known yet."""
     name = _meta(pod).get("name") or request.get("name")
@@ -277,10 +285,9 @@ def _unit(dimension: str, amount: Fraction) -> str:
 
 
 def usage_json(usage: Usage) -> dict[str, Any]:
-    """Exact amounts as strings ("2/7"), GPU memory in MiB, plus a readable rendering."""
+    """Exact amounts as strings ("2/7"), GPU memory in MiB."""
     return {
         "gpus": str(usage.gpus),
         "gpuMemoryMiB": str(usage.gpu_memory_mib),
         "resources": {name: str(amount) for name, amount in sorted(usage.resources.items())},
-        "text": f"{format_amount(usage.gpus)} GPUs, {format_dimension(GPU_MEMORY, usage.gpu_memory_mib)}",
     }

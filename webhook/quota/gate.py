@@ -20,13 +20,14 @@ Call `admit()` after every other validation has allowed the request, or call
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from webhook.cache import ClusterCache
-from webhook.quota.check import QuotaOutcome, check_quota
+from webhook.quota.check import QuotaOutcome, check_quota, request_pod_key
 from webhook.quota.demand import DEFAULT_SETTINGS, QuotaSettings
 from webhook.quota.policy import GPUQuota
+from webhook.quota.usage import Usage
 from webhook.types import AdmissionRequest
 
 
@@ -50,7 +51,8 @@ class LocalGate:
 
     def admit(self, request: AdmissionRequest, quotas: Sequence[GPUQuota]) -> QuotaOutcome:
         with self._lock:
-            outcome = check_quota(request, quotas, self.cache, self.settings)
+            view = _WithoutOwnReservation(self.cache, request_pod_key(request))
+            outcome = check_quota(request, quotas, view, self.settings)
             key = outcome.reserve_key
             if key is not None and outcome.shape is not None:
                 self.cache.reserve(outcome.namespace, key, outcome.shape, outcome.uid)
@@ -59,3 +61,18 @@ class LocalGate:
     def release(self, outcome: QuotaOutcome) -> None:
         if outcome.reserve_key is not None:
             self.cache.release(outcome.namespace, outcome.reserve_key)
+
+
+class _WithoutOwnReservation:
+    """The cache, minus an earlier reservation of the same pod: a create that is retried (say,
+    after another webhook refused it) must not count against itself."""
+
+    def __init__(self, cache: ClusterCache, key: str | None) -> None:
+        self.cache = cache
+        self.key = key
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        return self.cache.namespace_labels(namespace)
+
+    def usage(self, namespace: str, settings: QuotaSettings) -> Usage:
+        return self.cache.usage(namespace, settings, excluding=self.key)

@@ -35,7 +35,7 @@ import orjson
 
 from webhook.cache import ClusterCache
 from webhook.errors import ClusterError, Conflict
-from webhook.quota.check import QuotaOutcome, check_quota
+from webhook.quota.check import QuotaOutcome, check_quota, request_pod_key
 from webhook.quota.demand import DEFAULT_SETTINGS, KaiRequest, PodShape, QuotaSettings, shape_demand
 from webhook.quota.policy import GPUQuota
 from webhook.quota.usage import Usage
@@ -163,11 +163,13 @@ class LedgerGate:
         stored = self.store.read(name)
         now = self._wall()
         entries = [e for e in decode(stored.data if stored else {}) if e.expires > now]
-        outcome = check_quota(request, quotas, LedgerView(self.cache, entries), self.settings)
+        own = request_pod_key(request)
+        others = [e for e in entries if e.pod != own]  # a retried create must not count against itself
+        outcome = check_quota(request, quotas, LedgerView(self.cache, others), self.settings)
         key = outcome.reserve_key
         if key is None or outcome.shape is None:
             return outcome
-        kept = [e for e in entries if e.pod != key]
+        kept = [e for e in others if e.pod != key]
         if len(kept) >= MAX_ENTRIES:
             raise ClusterError(
                 f"quota ledger of namespace {namespace} is full ({MAX_ENTRIES} pods in flight)"

@@ -6,6 +6,9 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from tests.support.pods import gpu_pod, quota
 from tests.support.reviews import make_review
 from webhook.cache import PODS, ClusterCache
@@ -87,3 +90,15 @@ def test_each_replica_alone_is_exact_but_replicas_do_not_see_each_other() -> Non
         return replicas[int(r["name"].rsplit("-", 1)[1]) % 2].admit(r, [CAP])
 
     assert sum(o.allowed for o in admit_together(route, 50)) == 16
+
+
+@given(sizes=st.lists(st.integers(1, 6), max_size=25), limit=st.integers(0, 40))
+def test_admitted_pods_never_exceed_the_limit_and_denials_are_exact(sizes: list[int], limit: int) -> None:
+    capped = quota("cap", {"gpus": limit}, match={"namespaces": ["ml-team"]})
+    gate = LocalGate(synced_cache())
+    used = 0
+    for i, size in enumerate(sizes):
+        outcome = gate.admit(request(f"p{i}", gpus=size), [capped])
+        assert outcome.allowed is (used + size <= limit)
+        used += size if outcome.allowed else 0
+    assert gate.cache.usage("ml-team", gate.settings).gpus == used <= limit

@@ -7,6 +7,8 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.support.pods import gpu_pod, make_pod, quota, res
 from tests.support.reviews import make_review
@@ -221,3 +223,35 @@ def test_quotas_match_in_order_and_all_apply() -> None:
     outcome = check_quota(request(gpu_pod("new", gpus=2)), quotas, PodsView(SEVEN_IN_USE))
     assert [c.quota for c in outcome.checks] == ["loose", "ml-team"]
     assert [c.exceeded for c in outcome.checks] == [False, True]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=12,
+)
+pod_parts = st.fixed_dictionaries(
+    {},
+    optional={
+        "metadata": json_values
+        | st.fixed_dictionaries({}, optional={"namespace": json_values, "annotations": json_values}),
+        "spec": json_values
+        | st.fixed_dictionaries(
+            {},
+            optional={
+                "containers": json_values | st.lists(st.fixed_dictionaries({"resources": json_values})),
+                "initContainers": json_values,
+            },
+        ),
+        "status": json_values,
+    },
+)
+
+
+@given(pod=pod_parts, namespace=st.sampled_from(["ml-team", ""]))
+def test_no_pod_makes_the_check_raise(pod: dict[str, Any], namespace: str) -> None:
+    review = make_review(gpu_pod("p"), namespace=namespace)
+    review["request"]["object"] = {"apiVersion": "v1", "kind": "Pod", **pod}
+    outcome = check_quota(review["request"], [ML_TEAM, quota("all", {"gpus": 1})], PodsView([]))
+    outcome.decision()
+    outcome.audit()

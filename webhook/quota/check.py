@@ -199,16 +199,15 @@ def check_quota(
     pod = _created_pod(request)
     if pod is None:
         return NOT_APPLICABLE
-    namespace = request.get("namespace") or _meta(pod).get("namespace") or "default"
+    namespace = _namespace(request, pod)
     labels = {NAMESPACE_NAME_LABEL: namespace, **state.namespace_labels(namespace)}
     matching = [q for q in quotas if q.applies_to(namespace, labels)]
     if not matching:
         return NOT_APPLICABLE
-    uid = _meta(pod).get("uid")
     base = QuotaOutcome(
         namespace=namespace,
         pod=pod_key(request, pod, namespace),
-        uid=uid if isinstance(uid, str) else "",
+        uid=_text(_meta(pod).get("uid")),
         dry_run=_dry(request),
     )
     try:
@@ -228,15 +227,15 @@ def request_pod_key(request: AdmissionRequest) -> str | None:
     pod = _created_pod(request)
     if pod is None:
         return None
-    return pod_key(request, pod, request.get("namespace") or _meta(pod).get("namespace") or "default")
+    return pod_key(request, pod, _namespace(request, pod))
 
 
 def pod_key(request: AdmissionRequest, pod: KubeObject, namespace: str) -> str:
     """namespace/name, as the watch will see the pod; a uid when the name is not known yet."""
-    name = _meta(pod).get("name") or request.get("name")
+    name = _text(_meta(pod).get("name")) or _text(request.get("name"))
     if name:
         return f"{namespace}/{name}"
-    return f"{namespace}/uid:{_meta(pod).get('uid') or request['uid']}"
+    return f"{namespace}/uid:{_text(_meta(pod).get('uid')) or request['uid']}"
 
 
 def _check(
@@ -265,6 +264,15 @@ def _created_pod(request: AdmissionRequest) -> KubeObject | None:
         return None
     pod = request.get("object")
     return pod if isinstance(pod, dict) else None
+
+
+def _namespace(request: AdmissionRequest, pod: KubeObject) -> str:
+    return _text(request.get("namespace")) or _text(_meta(pod).get("namespace")) or "default"
+
+
+def _text(value: object) -> str:
+    """A string field of an untrusted object, or "" when it is anything else."""
+    return value if isinstance(value, str) else ""
 
 
 def _dry(request: AdmissionRequest) -> bool:

@@ -13,6 +13,18 @@ EXAMPLES = REPO / "examples"
 BUNDLED_POLICIES = REPO / "policies"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_cluster_access(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Servers started by tests never reach a real cluster through a developer's kubeconfig."""
+    home = tmp_path_factory.mktemp("home")
+    patch = pytest.MonkeyPatch()
+    patch.setenv("HOME", str(home))
+    patch.setenv("KUBECONFIG", str(home / "no-kubeconfig"))
+    patch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    yield
+    patch.undo()
+
+
 @pytest.fixture(scope="session")
 def cert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     directory = tmp_path_factory.mktemp("certs")

@@ -6,6 +6,7 @@ and encodes; it knows nothing of policies.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -68,7 +69,10 @@ def admission_handler(service: Service, endpoint: Endpoint) -> Handler:
             admission = parse_review(await read_body(request, service.max_body_bytes))
         except RequestError as e:
             return _reject(service, endpoint, e, started)
-        decision = _decide(service, admission, endpoint)
+        if service.blocking_review:
+            decision = await asyncio.to_thread(_decide, service, admission, endpoint)
+        else:
+            decision = _decide(service, admission, endpoint)
         try:
             decision = await service.record(admission, endpoint, decision, time.perf_counter() - started)
         except AuditUnavailable as e:

@@ -12,8 +12,16 @@ from pathlib import Path
 from webhook import __version__, certs, manifests
 from webhook.audit.commands import add_audit_commands, add_audit_serve_options, audit_settings
 from webhook.commands import policies, review, test
-from webhook.config import DEFAULT_NAMESPACE, DEFAULT_SERVICE, DEV_CERT_DIR, Settings
+from webhook.config import (
+    DEFAULT_MAX_STALENESS_SECONDS,
+    DEFAULT_NAMESPACE,
+    DEFAULT_RESERVATION_TTL_SECONDS,
+    DEFAULT_SERVICE,
+    DEV_CERT_DIR,
+    Settings,
+)
 from webhook.errors import WebhookError
+from webhook.quota.commands import add_quota_commands
 
 ENV_PREFIX = "GPU_WEBHOOK_"
 Command = Callable[[argparse.Namespace], int]
@@ -43,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     policies.add_parser(commands)
     manifests.add_command(commands)
     add_audit_commands(commands)
+    add_quota_commands(commands)
     return parser
 
 
@@ -95,7 +104,35 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     serve.add_argument("--failure-mode", choices=["closed", "open"], default=env("failure-mode", "closed"))
     add_audit_serve_options(serve, env)
+    _add_cluster_options(serve)
     serve.set_defaults(command=_serve)
+
+
+def _add_cluster_options(serve: argparse.ArgumentParser) -> None:
+    cluster = serve.add_argument_group("cluster state and quotas")
+    cluster.add_argument(
+        "--inventory", type=Path, default=env("inventory"), help="cluster objects from a file, no API access"
+    )
+    cluster.add_argument(
+        "--quota-consistency",
+        choices=["per-replica", "strict"],
+        default=env("quota-consistency", "per-replica"),
+        help="strict: admissions in flight are shared by all replicas through a ledger in the API",
+    )
+    cluster.add_argument("--kubeconfig", type=Path, default=env("kubeconfig"), help="default: in-cluster")
+    cluster.add_argument("--namespace", default=env("namespace"), help="our own namespace, for the ledger")
+    cluster.add_argument(
+        "--reservation-ttl",
+        type=_positive_seconds,
+        default=env("reservation-ttl", str(DEFAULT_RESERVATION_TTL_SECONDS)),
+        help="seconds an admitted pod counts before the watch shows it",
+    )
+    cluster.add_argument(
+        "--max-staleness",
+        type=_positive_seconds,
+        default=env("max-staleness", str(DEFAULT_MAX_STALENESS_SECONDS)),
+        help="seconds without word from the API before /readyz calls the cache stale",
+    )
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -116,6 +153,12 @@ def _serve(args: argparse.Namespace) -> int:
         excluded_namespaces=args.exclude_namespaces,
         own_username=args.own_username,
         advisory_webhook=args.advisory_webhook,
+        inventory=args.inventory,
+        quota_consistency=args.quota_consistency,
+        kubeconfig=args.kubeconfig,
+        namespace=args.namespace,
+        reservation_ttl_seconds=args.reservation_ttl,
+        max_staleness_seconds=args.max_staleness,
         **audit_settings(args),
     )
     serve(settings)
@@ -179,6 +222,13 @@ def _boolean(text: str) -> bool:
 
 def _csv(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _positive_seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
 
 
 def _positive(text: str) -> int:

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from webhook.audit.setup import build_recorder
+from webhook.clusterstate import ClusterState, build_cluster_state
 from webhook.config import Settings
 from webhook.decision import Decision
 from webhook.metrics import Metrics
 from webhook.policy.store import PolicyStore
 from webhook.policy.watch import PolicyWatcher
+from webhook.quota.gauges import register_quota_gauges
 from webhook.review import ReviewDeps, ReviewSettings, review
-from webhook.service import Readiness, Service
+from webhook.service import Hook, Readiness, Service
 from webhook.types import AdmissionRequest, Endpoint
 
 
@@ -20,27 +23,30 @@ def build_service(settings: Settings) -> Service:
     store = PolicyStore(settings.policies_dir, metrics)
     store.load()
     watcher = PolicyWatcher(store, settings.policy_check_seconds)
+    cluster = build_cluster_state(settings)
+    register_quota_gauges(metrics, cluster, lambda: store.current.quotas)
     review_settings = ReviewSettings(
         settings.excluded_namespaces, settings.own_username, settings.advisory_webhook
     )
 
     def run_review(request: AdmissionRequest, endpoint: Endpoint) -> Decision:
-        return review(request, endpoint, ReviewDeps(policies=store.current, settings=review_settings))
-
-    def readiness() -> Readiness:
-        checks = {"policies": store.current.version}
-        if store.last_error:
-            checks["policy_reload"] = f"rejected, last good set in force: {store.last_error}"
-        return Readiness(ready=store.loaded, checks=checks)
+        deps = ReviewDeps(
+            policies=store.current,
+            settings=review_settings,
+            namespace_labels=cluster.cache.namespace_labels,
+            quota_gate=cluster.gate,
+        )
+        return review(request, endpoint, deps)
 
     service = Service(
         review=run_review,
-        readiness=readiness,
+        readiness=_readiness(store, cluster),
         metrics=metrics,
         max_body_bytes=settings.max_body_bytes,
         failure_mode=settings.failure_mode,
-        on_startup=(watcher.start,),
-        on_shutdown=(watcher.stop,),
+        on_startup=(watcher.start, _hook(cluster.start)),
+        on_shutdown=(watcher.stop, _hook(cluster.stop)),
+        blocking_review=cluster.gate.mode == "strict",
     )
     audit = build_recorder(settings, metrics.registry, lambda: store.current.version)
     if audit is None:
@@ -52,3 +58,23 @@ def build_service(settings: Settings) -> Service:
         on_startup=(*service.on_startup, writer.start),
         on_shutdown=(writer.close, *service.on_shutdown),
     )
+
+
+def _readiness(store: PolicyStore, cluster: ClusterState) -> Callable[[], Readiness]:
+    def readiness() -> Readiness:
+        cluster_ready, cluster_text = cluster.readiness()
+        checks = {"policies": store.current.version, "cluster": cluster_text}
+        if store.last_error:
+            checks["policy_reload"] = f"rejected, last good set in force: {store.last_error}"
+        return Readiness(ready=store.loaded and cluster_ready, checks=checks)
+
+    return readiness
+
+
+def _hook(action: Callable[[], None]) -> Hook:
+    """Cluster watches run in their own threads; starting and stopping them is quick."""
+
+    async def run() -> None:
+        action()
+
+    return run

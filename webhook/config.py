@@ -14,6 +14,9 @@ MiB = 1024 * 1024
 
 FailureMode = Literal["closed", "open"]
 AuditFsync = Literal["always", "batch", "never"]
+QuotaConsistency = Literal["per-replica", "strict"]
+DEFAULT_RESERVATION_TTL_SECONDS = 30.0
+DEFAULT_MAX_STALENESS_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -42,3 +45,9 @@ class Settings:
     audit_checkpoint_records: int = 1000
     audit_checkpoint_seconds: float = 60.0
     audit_failure_mode: FailureMode = "closed"
+    inventory: Path | None = None
+    quota_consistency: QuotaConsistency = "per-replica"
+    kubeconfig: Path | None = None
+    namespace: str | None = None
+    reservation_ttl_seconds: float = DEFAULT_RESERVATION_TTL_SECONDS
+    max_staleness_seconds: float = DEFAULT_MAX_STALENESS_SECONDS

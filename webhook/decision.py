@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from webhook.types import EnforcementAction, KubeObject, PatchOperation
 
@@ -33,6 +34,8 @@ class Decision:
     findings: tuple[Finding, ...] = ()
     object: KubeObject | None = None
     sharing_mode: str | None = None
+    # Quota usage before and after this admission, for the audit log (see quota.check.QuotaOutcome.audit).
+    quota: Mapping[str, Any] | None = None
 
     @property
     def reason(self) -> str:

@@ -45,6 +45,14 @@ class ClusterError(WebhookError):
     """The Kubernetes API failed or answered with something unusable."""
 
 
+class ResourceExpired(ClusterError):
+    """410 Gone: a watch or list continuation is too old; list again."""
+
+
+class Conflict(ClusterError):
+    """409 Conflict: the object changed since it was read (or already exists); read and retry."""
+
+
 @dataclass(frozen=True)
 class PolicyProblem:
     """One reason a policy file was rejected, located for the person who edits it."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import platform
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from prometheus_client import (
     CollectorRegistry,
@@ -12,6 +14,7 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from webhook import __version__
@@ -57,9 +60,40 @@ class Metrics:
         )
         build.labels(version=__version__, python=platform.python_version()).set(1)
 
+    def add_gauges(self, name: str, documentation: str, labels: Sequence[str], samples: GaugeSamples) -> None:
+        """A gauge family computed when scraped, from state that lives elsewhere (caches, policies)."""
+        self.registry.register(CallbackGauges(name, documentation, labels, samples))
+
     def observe(self, endpoint: str, decision: str, seconds: float) -> None:
         self.requests.labels(endpoint=endpoint, decision=decision).inc()
         self.latency.labels(endpoint=endpoint, decision=decision).observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+GaugeSamples = Callable[[], Iterable[tuple[Sequence[str], float]]]
+
+
+class CallbackGauges:
+    """A prometheus_client collector whose samples come from a function; a failing function
+    costs its own family, never the scrape."""
+
+    def __init__(self, name: str, documentation: str, labels: Sequence[str], samples: GaugeSamples) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.labels = list(labels)
+        self.samples = samples
+
+    def describe(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(self.name, self.documentation, labels=self.labels)
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(self.name, self.documentation, labels=self.labels)
+        try:
+            for values, value in self.samples():
+                family.add_metric(list(values), value)
+        except Exception:
+            logging.getLogger(__name__).exception("metric samples failed", extra={"metric": self.name})
+            return
+        yield family

@@ -8,17 +8,18 @@ service account, objects without a pod, excluded namespaces, and pods without GP
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from webhook import gpu
 from webhook.decision import ALLOW, Decision, Finding, clamp_warnings, deny
-from webhook.errors import AdmissionDenied
+from webhook.errors import AdmissionDenied, ClusterError
 from webhook.match import glob_matches
 from webhook.mutation import resources
 from webhook.mutation.engine import mutate_object, select_policy
 from webhook.mutation.shape import ShapeError, check_pod_shape
 from webhook.mutation.target import PodTarget, pod_target
 from webhook.policy.model import PolicySet, SharingPolicy
+from webhook.quota.gate import QuotaGate
 from webhook.types import AdmissionRequest, Endpoint, EnforcementAction
 from webhook.validation import builtin
 
@@ -51,6 +52,8 @@ class ReviewDeps:
     policies: PolicySet
     settings: ReviewSettings = field(default_factory=ReviewSettings)
     namespace_labels: Callable[[str], Mapping[str, str]] = _no_labels
+    # Counts admitted pods against GPU quotas (and reserves them); None: quotas are not enforced.
+    quota_gate: QuotaGate | None = None
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,8 @@ def mutate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
 def validate(
     request: AdmissionRequest, deps: ReviewDeps, actions: frozenset[EnforcementAction] = ALL_ACTIONS
 ) -> Decision:
-    if request["operation"] not in ("CREATE", "UPDATE") or "deny" not in actions:
+    """Built-in GPU checks first, quota last: a pod is counted only once nothing else refuses it."""
+    if request["operation"] not in ("CREATE", "UPDATE"):
         return ALLOW
     subject = gpu_subject(request, deps)
     if subject is None:
@@ -103,8 +107,36 @@ def validate(
         check_pod_shape(subject.target)
     except ShapeError as e:
         return deny(f"{subject.target.describe()}: {e}", code=400)
-    findings = builtin.check(subject.target, subject.policy, deps.policies.shared_names)
-    return decide(findings)
+    findings = [
+        f
+        for f in builtin.check(subject.target, subject.policy, deps.policies.shared_names)
+        if f.action in actions
+    ]
+    if any(f.action == "deny" for f in findings):
+        return decide(findings)
+    return _with_quota(request, deps, actions, findings)
+
+
+def _with_quota(
+    request: AdmissionRequest,
+    deps: ReviewDeps,
+    actions: frozenset[EnforcementAction],
+    findings: list[Finding],
+) -> Decision:
+    gate, quotas = deps.quota_gate, deps.policies.quotas
+    if gate is None or not quotas:
+        return decide(findings)
+    try:
+        # Only the enforcing review admits, and so reserves; the advisory one only looks.
+        outcome = gate.admit(request, quotas) if "deny" in actions else gate.peek(request, quotas)
+    except ClusterError as e:
+        return deny(f"GPU quota cannot be checked right now: {e}", code=503)
+    if not outcome.applies:
+        return decide(findings)
+    decision = decide(findings + [f for f in outcome.findings() if f.action in actions])
+    if not decision.allowed:
+        gate.release(outcome)
+    return replace(decision, quota=outcome.audit())
 
 
 def decide(findings: list[Finding]) -> Decision:
@@ -113,7 +145,7 @@ def decide(findings: list[Finding]) -> Decision:
     warnings = clamp_warnings(f"{f.policy}: {f.message}" for f in findings if f.action == "warn")
     if denials:
         decision = deny("\n".join(f"[{f.policy}] {f.message}" for f in denials), findings=tuple(findings))
-        return Decision(**{**decision.__dict__, "warnings": warnings})
+        return replace(decision, warnings=warnings)
     return Decision(allowed=True, warnings=warnings, findings=tuple(findings))
 
 

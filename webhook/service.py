@@ -37,3 +37,5 @@ class Service:
     on_startup: Sequence[Hook] = field(default_factory=tuple)
     on_shutdown: Sequence[Hook] = field(default_factory=tuple)
     record: RecordHook = unrecorded
+    # Strict quota mode calls the Kubernetes API inside a review: run reviews in a thread then.
+    blocking_review: bool = False

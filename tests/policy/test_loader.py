@@ -141,7 +141,7 @@ def test_broken_files_are_located(tmp_path: Path, text: str, line: int, fragment
 
 def test_unknown_kinds_list_the_known_ones(tmp_path: Path) -> None:
     _write(tmp_path, "x.yaml", "apiVersion: gpuwebhook.io/v1alpha1\nkind: GPUMagic\nmetadata: {name: m}\n")
-    assert "known: GPUSharingPolicy" in _problems(tmp_path)[0][2]
+    assert "GPUSharingPolicy (gpuwebhook.io/v1alpha1)" in _problems(tmp_path)[0][2]
 
 
 def test_duplicate_names_across_files(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ def sharing_policy(spec_yaml: str, name: str = "test-policy") -> SharingPolicy:
     }
     policies, problems = compile_documents(parse_documents(yaml.safe_dump(document), "test.yaml"))
     assert not problems, [str(p) for p in problems]
-    return policies[0]
+    return policies.sharing[0]
 
 
 def policy_set(*policies: SharingPolicy) -> PolicySet:

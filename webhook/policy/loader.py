@@ -13,14 +13,17 @@ from typing import Any
 
 from webhook.errors import PolicyError, PolicyProblem
 from webhook.policy.model import PolicySet, SharingPolicy
+from webhook.policy.quota_kind import compile_quota
 from webhook.policy.schemas import GROUP_VERSION
 from webhook.policy.sharing_kind import compile_sharing_policy
 from webhook.policy.source import Document, YamlError, parse_documents
+from webhook.quota.policy import GPUQuota
 
 POLICY_SUFFIXES = (".yaml", ".yml")
 Compiler = Callable[[Document], tuple[Any, list[PolicyProblem]]]
 COMPILERS: dict[tuple[str, str], Compiler] = {
     (GROUP_VERSION, "GPUSharingPolicy"): compile_sharing_policy,
+    (GROUP_VERSION, "GPUQuota"): compile_quota,
 }
 # Documents that live beside policies but are not policies: test suites run by `gpu-webhook test`.
 NOT_POLICIES = {(GROUP_VERSION, "PolicyTest"), ("test.gatekeeper.sh/v1alpha1", "Suite")}
@@ -49,11 +52,16 @@ def load_directory(directory: Path) -> PolicySet:
         found, trouble = read_file(path, text)
         documents += found
         problems += trouble
-    policies, trouble = compile_documents(documents)
+    compiled, trouble = compile_documents(documents)
     problems += trouble
     if problems:
         raise PolicyError(problems)
-    return PolicySet(version=digest.hexdigest()[:16], files=tuple(str(f) for f in files), sharing=policies)
+    return PolicySet(
+        version=digest.hexdigest()[:16],
+        files=tuple(str(f) for f in files),
+        sharing=compiled.sharing,
+        quotas=compiled.quotas,
+    )
 
 
 def read_file(path: Path, text: bytes) -> tuple[list[Document], list[PolicyProblem]]:
@@ -65,8 +73,10 @@ def read_file(path: Path, text: bytes) -> tuple[list[Document], list[PolicyProbl
         return [], [e.problem]
 
 
-def compile_documents(documents: list[Document]) -> tuple[tuple[SharingPolicy, ...], list[PolicyProblem]]:
+def compile_documents(documents: list[Document]) -> tuple[PolicySet, list[PolicyProblem]]:
+    """Every policy in `documents`, by kind (version and files are the caller's to set)."""
     sharing: list[SharingPolicy] = []
+    quotas: list[GPUQuota] = []
     problems: list[PolicyProblem] = []
     for document in documents:
         key = (document.api_version, document.kind)
@@ -80,8 +90,12 @@ def compile_documents(documents: list[Document]) -> tuple[tuple[SharingPolicy, .
         problems += trouble
         if isinstance(compiled, SharingPolicy):
             sharing.append(compiled)
-    problems += _duplicate_names(sharing)
-    return tuple(sorted(sharing, key=lambda p: (-p.priority, p.name))), problems
+        elif isinstance(compiled, GPUQuota):
+            quotas.append(compiled)
+    problems += _duplicate_names("GPUSharingPolicy", [(p.name, p.file) for p in sharing])
+    problems += _duplicate_names("GPUQuota", [(q.name, q.file) for q in quotas])
+    ordered = tuple(sorted(sharing, key=lambda p: (-p.priority, p.name)))
+    return PolicySet(sharing=ordered, quotas=tuple(quotas)), problems
 
 
 def _unknown_kind(document: Document) -> str:
@@ -91,14 +105,14 @@ def _unknown_kind(document: Document) -> str:
     return f"unknown kind {document.kind!r} in {document.api_version!r}; known: {known}"
 
 
-def _duplicate_names(policies: list[SharingPolicy]) -> list[PolicyProblem]:
-    first: dict[str, SharingPolicy] = {}
+def _duplicate_names(kind: str, named: list[tuple[str, str]]) -> list[PolicyProblem]:
+    first: dict[str, str] = {}
     problems = []
-    for policy in policies:
-        if policy.name in first:
-            reason = f"GPUSharingPolicy {policy.name!r} is also defined in {first[policy.name].file}"
-            problems.append(PolicyProblem(policy.file, 0, "metadata.name", reason))
-        first.setdefault(policy.name, policy)
+    for name, file in named:
+        if name in first:
+            reason = f"{kind} {name!r} is also defined in {first[name]}"
+            problems.append(PolicyProblem(file, 0, "metadata.name", reason))
+        first.setdefault(name, file)
     return problems
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from webhook.match import Match
+from webhook.quota.policy import GPUQuota
 
 SharingMode: TypeAlias = Literal["exclusive", "timeslice", "mps", "mig", "hami", "kai"]
 SHARING_MODES: tuple[SharingMode, ...] = ("exclusive", "timeslice", "mps", "mig", "hami", "kai")
@@ -75,6 +76,7 @@ class PolicySet:
     files: tuple[str, ...] = ()
     # Sorted by precedence at load (highest priority first, ties by name): the first match wins.
     sharing: tuple[SharingPolicy, ...] = ()
+    quotas: tuple[GPUQuota, ...] = ()
 
     @property
     def shared_names(self) -> tuple[str, ...]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +53,14 @@ def format_path(path: Sequence[str | int]) -> str:
     for part in path:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
     return text
+
+
+def parse_path(text: str) -> Path:
+    """The inverse of format_path: "spec.limits.resources[nvidia.com/gpu]" -> its parts."""
+    parts: list[str | int] = []
+    for name, bracketed in re.findall(r"([^.\[\]]+)|\[([^\]]*)\]", text):
+        parts.append(name or (int(bracketed) if bracketed.isdigit() else bracketed))
+    return tuple(parts)
 
 
 def parse_documents(text: str, file: str) -> list[Document]:

@@ -16,7 +16,8 @@ def schema_problems(document: Document, schema: Schema) -> list[PolicyProblem]:
     validator = jsonschema.Draft202012Validator(schema)
     problems = [p for error in validator.iter_errors(document.data) for p in _explain(document, error)]
     problems += [document.problem(path, "field appears twice") for path in document.duplicates]
-    return sorted(problems, key=lambda p: (p.line, p.path))
+    # jsonschema reports each missing required field as its own error; each is explained once.
+    return sorted(dict.fromkeys(problems), key=lambda p: (p.line, p.path))
 
 
 def _explain(document: Document, error: ValidationError) -> Iterator[PolicyProblem]:

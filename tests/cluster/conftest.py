@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.fakekube import FakeKube
+from webhook.cache import KINDS, ClusterCache
+from webhook.cluster import Connection, KubeSource, connect
+from webhook.informer import Backoff, Informer
+
+FAST_BACKOFF = Backoff(initial=0.01, maximum=0.08)
+WAIT = 10.0
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeKube]:
+    api = FakeKube().start()
+    yield api
+    api.stop()
+
+
+@pytest.fixture
+def connection(fake: FakeKube, tmp_path: Path) -> Connection:
+    found = connect(fake.write_kubeconfig(tmp_path / "kubeconfig"))
+    assert found is not None
+    return found
+
+
+Watching = Callable[..., list[Informer]]
+
+
+@pytest.fixture
+def watching(connection: Connection) -> Iterator[Watching]:
+    """Start pod and namespace informers feeding a cache, with the real kubernetes client."""
+    started: list[Informer] = []
+
+    def start(cache: ClusterCache, *, watch_seconds: int = 30) -> list[Informer]:
+        informers = [
+            Informer(
+                KubeSource(connection, kind, page_size=50),
+                cache,
+                backoff=FAST_BACKOFF,
+                watch_seconds=watch_seconds,
+            )
+            for kind in KINDS
+        ]
+        for informer in informers:
+            informer.start()
+        started.extend(informers)
+        return informers
+
+    yield start
+    for informer in started:
+        informer.stop()

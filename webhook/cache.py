@@ -1,0 +1,401 @@
+"""The cluster state the request path reads: namespace labels, GPU shapes of pods, reservations.
+
+Writers are the watch threads (or an inventory file); readers are requests. Every
+operation holds one lock for a few dictionary updates, never for I/O.
+
+Memory stays small because a pod is kept only while it asks for extended resources
+and has not finished, and then only as its key, its uid and an interned PodShape:
+pods made from one template share one shape object. Usage per namespace is a count
+per shape, so a request costs one cached demand per distinct shape, not one per pod.
+
+Pods are identified by namespace/name plus uid: a pod deleted and created again
+under the same name (StatefulSets do this) is a different pod.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.quota.demand import (
+    PodShape,
+    QuotaInputError,
+    QuotaSettings,
+    is_finished,
+    pod_shape,
+    shape_demand,
+)
+from webhook.quota.usage import NOTHING, Usage
+from webhook.types import KubeObject
+
+log = logging.getLogger(__name__)
+
+PODS = "pods"
+NAMESPACES = "namespaces"
+KINDS = (PODS, NAMESPACES)
+DELETED = "DELETED"
+DEFAULT_RESERVATION_TTL = 30.0
+
+
+@dataclass(frozen=True)
+class Reservation:
+    shape: PodShape
+    expires: float
+    uid: str = ""
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    pods: int
+    namespaces: int
+    reservations: int
+    shapes: int
+    unreadable_pods: int
+
+
+@dataclass(frozen=True, slots=True)
+class _PodRecord:
+    key: str
+    uid: str
+    shape: PodShape | None
+    running: bool
+
+
+class ClusterCache:
+    """Thread-safe; implements quota's QuotaView (usage includes reservations)."""
+
+    def __init__(
+        self,
+        *,
+        reservation_ttl: float = DEFAULT_RESERVATION_TTL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.reservation_ttl = reservation_ttl
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self._index = PodIndex()
+        self._gone: dict[str, tuple[float, str]] = {}
+        self._reserved = Reservations()
+        self._namespaces: dict[str, dict[str, str]] = {}
+        self._synced: set[str] = set()
+        self._fresh_at: dict[str, float] = {}
+        self._live: set[str] = set()
+        self._unreadable = 0
+
+    # Writers ------------------------------------------------------------------------------
+
+    def replace(self, kind: str, objects: Iterable[KubeObject]) -> None:
+        """A full list: the new truth for `kind`, swapped in whole; marks the kind synced."""
+        if kind == NAMESPACES:
+            fresh = dict(_namespace_entry(obj) for obj in objects if _name(obj))
+            with self._changed:
+                self._namespaces = fresh
+                self._confirm(kind)
+            return
+        index = PodIndex()
+        finished: list[tuple[str, str]] = []
+        for obj in objects:
+            record = self._pod_record(obj)
+            if record is not None:
+                index.add(record.key, record.shape if record.running else None, record.uid)
+                if record.shape is not None and not record.running:
+                    finished.append((record.key, record.uid))
+        with self._changed:
+            gone = [(key, uid) for key, (_, uid) in self._index.pods.items() if key not in index.pods]
+            self._index = index
+            self._bury([*gone, *finished])
+            self._drop_seen_reservations()
+            self._confirm(kind)
+
+    def apply(self, kind: str, event_type: str, obj: KubeObject) -> None:
+        """One watch event (ADDED, MODIFIED or DELETED)."""
+        if kind == NAMESPACES:
+            with self._changed:
+                name, labels = _namespace_entry(obj)
+                if event_type == DELETED:
+                    self._namespaces.pop(name, None)
+                elif name:
+                    self._namespaces[name] = labels
+                self._confirm(kind)
+            return
+        record = self._pod_record(obj)
+        if record is None:
+            return
+        with self._changed:
+            was_counted = self._index.remove(record.key)
+            if event_type != DELETED and record.running:
+                self._index.add(record.key, record.shape, record.uid)
+            if (was_counted or record.shape is not None) and record.key not in self._index.pods:
+                self._bury([(record.key, record.uid)])
+            self._drop_reservation(record.key, record.uid)
+            self._confirm(kind)
+
+    def confirm(self, kind: str) -> None:
+        """The API confirmed this kind is current (a bookmark, a watch that ended quietly)."""
+        with self._changed:
+            self._confirm(kind)
+
+    def set_live(self, kind: str, live: bool) -> None:
+        """A watch of `kind` is open (the cache follows the API) or has just broken off."""
+        with self._changed:
+            if live:
+                self._live.add(kind)
+            else:
+                self._live.discard(kind)
+            self._confirm(kind)
+
+    def mark_static(self) -> None:
+        """No cluster: what was loaded (possibly nothing) is the whole truth, and never stale."""
+        with self._changed:
+            self._synced.update(KINDS)
+            self._fresh_at.clear()
+            self._changed.notify_all()
+
+    # Reservations -------------------------------------------------------------------------
+
+    def reserve(self, namespace: str, key: str, shape: PodShape, uid: str = "") -> None:
+        """Count an admitted pod now, until the watch shows it or the TTL passes."""
+        with self._changed:
+            entry = Reservation(self._index.intern(shape), self._clock() + self.reservation_ttl, uid)
+            self._reserved.put(namespace, key, entry)
+            self._changed.notify_all()
+
+    def release(self, namespace: str, key: str) -> None:
+        with self._changed:
+            self._reserved.pop(namespace, key)
+            self._changed.notify_all()
+
+    # Readers ------------------------------------------------------------------------------
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        with self._lock:
+            return self._namespaces.get(namespace, {})
+
+    def usage(self, namespace: str, settings: QuotaSettings, *, excluding: str | None = None) -> Usage:
+        """Watched pods plus live reservations (quota's QuotaView), optionally without the
+        reservation of one pod key (a pod admitted again must not count against itself)."""
+        with self._lock:
+            shapes = Counter(self._index.counts.get(namespace, Counter()))
+            shapes.update(self._reserved.counts(namespace, self._clock()))
+            own = self._reserved.get(namespace, excluding) if excluding else None
+            if own is not None:
+                shapes[own.shape] -= 1
+        return _demand(((shape, n) for shape, n in shapes.items() if n > 0), settings)
+
+    def pod_usage(self, namespace: str, settings: QuotaSettings) -> Usage:
+        """Watched pods only: strict mode takes admissions in flight from the shared ledger."""
+        with self._lock:
+            shapes = self._index.shapes(namespace)
+        return _demand(shapes, settings)
+
+    def knows(self, key: str, uid: str = "") -> bool:
+        """True when the watch has shown this pod: counted here, or recently gone. An empty uid
+        matches any pod of that name."""
+        with self._lock:
+            self._prune_gone()
+            return self._shown(key, uid)
+
+    def namespaces(self) -> list[str]:
+        with self._lock:
+            return sorted(set(self._namespaces) | set(self._index.counts) | self._reserved.namespaces())
+
+    @property
+    def synced(self) -> bool:
+        with self._lock:
+            return self._synced.issuperset(KINDS)
+
+    def staleness(self) -> float | None:
+        """Seconds the cache may lag the API: 0 while every watch is open, else the time since the
+        API last confirmed a kind that is not watched. None without a cluster, or before sync."""
+        with self._lock:
+            if not self._fresh_at or not self.synced:
+                return None
+            lagging = [at for kind, at in self._fresh_at.items() if kind not in self._live]
+            return max(0.0, self._clock() - min(lagging)) if lagging else 0.0
+
+    def stats(self) -> CacheStats:
+        with self._lock:
+            reservations = len(self._reserved)
+            index = self._index
+            return CacheStats(
+                len(index.pods), len(self._namespaces), reservations, len(index.interned), self._unreadable
+            )
+
+    def wait_until(self, predicate: Callable[[ClusterCache], bool], timeout: float) -> bool:
+        """Block until `predicate(self)` holds after some change; False on timeout."""
+        with self._changed:
+            return self._changed.wait_for(lambda: predicate(self), timeout)
+
+    # Internals ----------------------------------------------------------------------------
+
+    def _pod_record(self, pod: KubeObject) -> _PodRecord | None:
+        meta = pod.get("metadata")
+        if not isinstance(meta, dict) or not meta.get("name") or not meta.get("namespace"):
+            return None
+        key = f"{meta['namespace']}/{meta['name']}"
+        uid = meta.get("uid") if isinstance(meta.get("uid"), str) else ""
+        try:
+            shape = pod_shape(pod)
+        except QuotaInputError as e:
+            self._unreadable += 1
+            log.warning("pod not counted", extra={"pod": key, "reason": str(e)})
+            shape = None
+        return _PodRecord(key, uid or "", shape, not is_finished(pod))
+
+    def _bury(self, pods: Iterable[tuple[str, str]]) -> None:
+        now = self._clock()
+        for key, uid in pods:
+            self._gone.pop(key, None)
+            self._gone[key] = (now, uid)
+        self._prune_gone()
+
+    def _prune_gone(self) -> None:
+        horizon = self._clock() - self.reservation_ttl
+        while self._gone:
+            key, (when, _) = next(iter(self._gone.items()))
+            if when > horizon:
+                break
+            del self._gone[key]
+
+    def _drop_reservation(self, key: str, uid: str) -> None:
+        namespace = _namespace_of(key)
+        found = self._reserved.get(namespace, key)
+        if found is not None and found.uid in ("", uid):
+            self._reserved.pop(namespace, key)
+
+    def _drop_seen_reservations(self) -> None:
+        """After a list: reservations of pods the list showed (running or finished) have done their job."""
+        for namespace, key, reservation in self._reserved.entries():
+            if self._shown(key, reservation.uid):
+                self._reserved.pop(namespace, key)
+
+    def _shown(self, key: str, uid: str) -> bool:
+        """Counted now, or recently gone; an empty uid matches any pod of that name."""
+        return any(
+            found is not None and uid in ("", found[1])
+            for found in (self._index.pods.get(key), self._gone.get(key))
+        )
+
+    def _confirm(self, kind: str) -> None:
+        self._synced.add(kind)
+        self._fresh_at[kind] = self._clock()
+        self._changed.notify_all()
+
+
+class Reservations:
+    """Admissions in flight per namespace, kept in expiry order, with a running count per shape."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, dict[str, Reservation]] = {}
+        self._shapes: dict[str, Counter[PodShape]] = {}
+
+    def __len__(self) -> int:
+        return sum(len(entries) for entries in self._entries.values())
+
+    def namespaces(self) -> set[str]:
+        return {namespace for namespace, entries in self._entries.items() if entries}
+
+    def entries(self) -> list[tuple[str, str, Reservation]]:
+        return [(ns, key, r) for ns, entries in self._entries.items() for key, r in entries.items()]
+
+    def get(self, namespace: str, key: str) -> Reservation | None:
+        return self._entries.get(namespace, {}).get(key)
+
+    def put(self, namespace: str, key: str, reservation: Reservation) -> None:
+        """The TTL is the same for all, so appending keeps expiry order."""
+        self.pop(namespace, key)
+        self._entries.setdefault(namespace, {})[key] = reservation
+        self._shapes.setdefault(namespace, Counter())[reservation.shape] += 1
+
+    def pop(self, namespace: str, key: str) -> Reservation | None:
+        found = self._entries.get(namespace, {}).pop(key, None)
+        if found is not None:
+            shapes = self._shapes[namespace]
+            shapes[found.shape] -= 1
+            if shapes[found.shape] <= 0:
+                del shapes[found.shape]
+        return found
+
+    def counts(self, namespace: str, now: float) -> Counter[PodShape]:
+        """Live reservations by shape, after dropping the expired ones."""
+        entries = self._entries.get(namespace, {})
+        while entries:
+            key, first = next(iter(entries.items()))
+            if first.expires > now:
+                break
+            self.pop(namespace, key)
+        return self._shapes.get(namespace, Counter())
+
+
+class PodIndex:
+    """Counted pods by key (with uid), and how many pods of each shape every namespace holds."""
+
+    def __init__(self) -> None:
+        self.pods: dict[str, tuple[PodShape, str]] = {}
+        self.counts: dict[str, Counter[PodShape]] = {}
+        self.interned: dict[PodShape, PodShape] = {}
+        self._refs: Counter[PodShape] = Counter()
+
+    def intern(self, shape: PodShape) -> PodShape:
+        return self.interned.get(shape, shape)
+
+    def shapes(self, namespace: str) -> list[tuple[PodShape, int]]:
+        return list(self.counts.get(namespace, Counter()).items())
+
+    def add(self, key: str, shape: PodShape | None, uid: str) -> None:
+        if shape is None:
+            return
+        shape = self.interned.setdefault(shape, shape)
+        self._refs[shape] += 1
+        self.pods[key] = (shape, uid)
+        self.counts.setdefault(_namespace_of(key), Counter())[shape] += 1
+
+    def remove(self, key: str) -> bool:
+        found = self.pods.pop(key, None)
+        if found is None:
+            return False
+        shape = found[0]
+        namespace = _namespace_of(key)
+        counts = self.counts[namespace]
+        counts[shape] -= 1
+        if counts[shape] <= 0:
+            del counts[shape]
+            if not counts:
+                del self.counts[namespace]
+        self._refs[shape] -= 1
+        if self._refs[shape] <= 0:
+            del self._refs[shape]
+            del self.interned[shape]
+        return True
+
+
+def _namespace_of(key: str) -> str:
+    return key.split("/", 1)[0]
+
+
+def _demand(shapes: Iterable[tuple[PodShape, int]], settings: QuotaSettings) -> Usage:
+    result = NOTHING
+    for shape, count in shapes:
+        result = result + shape_demand(shape, settings).times(count)
+    return result
+
+
+def _name(obj: KubeObject) -> str:
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return name if isinstance(name, str) else ""
+
+
+def _namespace_entry(obj: KubeObject) -> tuple[str, dict[str, str]]:
+    meta: Any = obj.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    if not isinstance(labels, dict):
+        labels = {}
+    clean = {str(k): str(v) for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}
+    return _name(obj), clean

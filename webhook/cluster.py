@@ -1,0 +1,257 @@
+"""The only importer of `kubernetes`: connect, list and watch for the caches, ConfigMaps for the ledger.
+
+Responses are read raw (`_preload_content=False`) and parsed with orjson: the
+client's model objects would cost far more memory and CPU than the few fields the
+cache keeps. Errors become our own: 410 ResourceExpired, 409 Conflict, anything else
+ClusterError, each with a one-line reason and never a response body.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+from kubernetes.watch.watch import iter_resp_lines
+
+from webhook.cache import NAMESPACES, PODS
+from webhook.errors import ClusterError, ConfigError, Conflict, ResourceExpired
+from webhook.informer import Page
+from webhook.quota.ledger import StoredLedger
+
+DEFAULT_KUBECONFIG = Path("~/.kube/config")
+CONNECT_SECONDS = 5.0
+REQUEST_SECONDS = 30.0
+WATCH_SLACK_SECONDS = 30.0
+PAGE_SIZE = 500
+LEDGER_LABELS = {"app.kubernetes.io/managed-by": "gpu-webhook", "gpuwebhook.io/ledger": "quota"}
+
+
+@dataclass(frozen=True)
+class Connection:
+    api_client: Any
+    description: str
+
+
+def connect(kubeconfig: Path | None = None) -> Connection | None:
+    """In-cluster service account first, then a kubeconfig; None when there is neither.
+
+    A kubeconfig named explicitly must work; one found by default may be absent.
+    """
+    configuration = client.Configuration()
+    try:
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        return Connection(client.ApiClient(configuration), "in-cluster service account")
+    except ConfigException:
+        pass
+    path = _kubeconfig_path(kubeconfig)
+    if path is None:
+        return None
+    try:
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=str(path), client_configuration=configuration
+        )
+    except (ConfigException, OSError, ValueError, TypeError) as e:
+        raise ConfigError(f"cannot use kubeconfig {path}: {_line(e)}") from e
+    return Connection(client.ApiClient(configuration), f"kubeconfig {path}")
+
+
+def _kubeconfig_path(explicit: Path | None) -> Path | None:
+    if explicit is not None:
+        if not explicit.is_file():
+            raise ConfigError(f"kubeconfig {explicit} does not exist")
+        return explicit
+    candidates = [Path(p) for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    candidates.append(DEFAULT_KUBECONFIG.expanduser())
+    return next((p for p in candidates if p.is_file()), None)
+
+
+class KubeSource:
+    """Pods or Namespaces, cluster-wide, as an informer Source."""
+
+    def __init__(self, connection: Connection, kind: str, page_size: int = PAGE_SIZE) -> None:
+        core = client.CoreV1Api(connection.api_client)
+        listers: dict[str, Callable[..., Any]] = {
+            PODS: core.list_pod_for_all_namespaces,
+            NAMESPACES: core.list_namespace,
+        }
+        self.kind = kind
+        self._list = listers[kind]
+        self._page_size = page_size
+        self._lock = threading.Lock()
+        self._response: Any = None
+
+    def list_pages(self) -> Iterator[Page]:
+        token: str | None = None
+        while True:
+            document = _json(_call(f"list {self.kind}", functools.partial(self._page, token)))
+            metadata = document.get("metadata") or {}
+            items = document.get("items") or []
+            yield Page([i for i in items if isinstance(i, dict)], str(metadata.get("resourceVersion", "")))
+            token = metadata.get("continue") or None
+            if not token:
+                return
+
+    def _page(self, token: str | None) -> Any:
+        return self._list(
+            limit=self._page_size,
+            _continue=token,
+            _preload_content=False,
+            _request_timeout=(CONNECT_SECONDS, REQUEST_SECONDS),
+        )
+
+    def watch(self, resource_version: str, timeout_seconds: int) -> Iterator[dict[str, Any]]:
+        """Open the watch now, so a refusal raises here; the events follow lazily."""
+        response = _call(
+            f"watch {self.kind}",
+            lambda: self._list(
+                watch=True,
+                resource_version=resource_version or None,
+                timeout_seconds=timeout_seconds,
+                allow_watch_bookmarks=True,
+                _preload_content=False,
+                _request_timeout=(CONNECT_SECONDS, timeout_seconds + WATCH_SLACK_SECONDS),
+            ),
+        )
+        with self._lock:
+            self._response = response
+        return self._events(response)
+
+    def _events(self, response: Any) -> Iterator[dict[str, Any]]:
+        complete = False
+        try:
+            for line in iter_resp_lines(response):  # type: ignore[no-untyped-call]
+                if line:
+                    yield _event(line)
+            complete = True
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            raise ClusterError(f"watch {self.kind} broke off: {_line(e)}") from e
+        finally:
+            with self._lock:
+                self._response = None
+            # A stream left half-read must not go back to the pool: the next request would read its rest.
+            response.release_conn() if complete else response.close()
+
+    def interrupt(self) -> None:
+        with self._lock:
+            response = self._response
+        if response is not None:
+            with contextlib.suppress(Exception):  # the stream may be closing already
+                response.shutdown()
+
+
+class ConfigMapStore:
+    """Ledger records as ConfigMaps in our own namespace (strict quota consistency)."""
+
+    def __init__(self, connection: Connection, namespace: str) -> None:
+        self._core = client.CoreV1Api(connection.api_client)
+        self.namespace = namespace
+
+    def read(self, name: str) -> StoredLedger | None:
+        try:
+            document = _json(
+                _call(
+                    f"read configmap {name}",
+                    lambda: self._core.read_namespaced_config_map(
+                        name, self.namespace, _preload_content=False, _request_timeout=_TIMEOUTS
+                    ),
+                )
+            )
+        except _NotFound:
+            return None
+        data = document.get("data") or {}
+        version = str((document.get("metadata") or {}).get("resourceVersion", ""))
+        return StoredLedger({str(k): str(v) for k, v in data.items()}, version)
+
+    def create(self, name: str, data: Mapping[str, str]) -> None:
+        body = self._body(name, data, None)
+        _json(
+            _call(
+                f"create configmap {name}",
+                lambda: self._core.create_namespaced_config_map(
+                    self.namespace, body, _preload_content=False, _request_timeout=_TIMEOUTS
+                ),
+            )
+        )
+
+    def replace(self, name: str, data: Mapping[str, str], resource_version: str) -> None:
+        body = self._body(name, data, resource_version)
+        _json(
+            _call(
+                f"update configmap {name}",
+                lambda: self._core.replace_namespaced_config_map(
+                    name, self.namespace, body, _preload_content=False, _request_timeout=_TIMEOUTS
+                ),
+            )
+        )
+
+    def _body(self, name: str, data: Mapping[str, str], resource_version: str | None) -> Any:
+        metadata = client.V1ObjectMeta(
+            name=name,
+            namespace=self.namespace,
+            labels=dict(LEDGER_LABELS),
+            resource_version=resource_version or None,
+        )
+        return client.V1ConfigMap(api_version="v1", kind="ConfigMap", metadata=metadata, data=dict(data))
+
+
+_TIMEOUTS = (CONNECT_SECONDS, REQUEST_SECONDS)
+
+
+class _NotFound(ClusterError):
+    pass
+
+
+def _call(what: str, request: Callable[[], Any]) -> Any:
+    """Run one API request; translate its failure into our error tree."""
+    try:
+        return request()
+    except ApiException as e:
+        status = int(e.status or 0)
+        reason = f"{what}: HTTP {status} {e.reason or ''}".strip()
+        if status == 410:
+            raise ResourceExpired(reason) from e
+        if status == 409:
+            raise Conflict(reason) from e
+        if status == 404:
+            raise _NotFound(reason) from e
+        raise ClusterError(reason) from e
+    except (urllib3.exceptions.HTTPError, OSError) as e:
+        raise ClusterError(f"{what}: {_line(e)}") from e
+
+
+def _json(response: Any) -> dict[str, Any]:
+    try:
+        document = orjson.loads(response.data)
+    except (orjson.JSONDecodeError, urllib3.exceptions.HTTPError, OSError) as e:
+        raise ClusterError(f"unreadable API response: {_line(e)}") from e
+    finally:
+        response.release_conn()
+    if not isinstance(document, dict):
+        raise ClusterError("API response is not a JSON object")
+    return document
+
+
+def _event(line: str) -> dict[str, Any]:
+    try:
+        event = orjson.loads(line)
+    except orjson.JSONDecodeError as e:
+        raise ClusterError(f"unreadable watch event: {e}") from e
+    if not isinstance(event, dict):
+        raise ClusterError("watch event is not a JSON object")
+    return event
+
+
+def _line(error: Exception) -> str:
+    text = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return text[:200]

@@ -1,0 +1,301 @@
+"""check_quota(): one admission request against the GPUQuotas of its namespace. Pure.
+
+The state is read through QuotaView, so the same function serves the live cache,
+an inventory file and the strict-mode ledger. The outcome keeps the usage before
+and after, for the decision message and for the audit log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from typing import Any, Protocol
+
+from webhook.decision import Decision, Finding, clamp_warnings, deny
+from webhook.quota.demand import (
+    DEFAULT_SETTINGS,
+    PodShape,
+    QuotaInputError,
+    QuotaSettings,
+    is_finished,
+    pod_shape,
+    shape_demand,
+)
+from webhook.quota.policy import GPUQuota
+from webhook.quota.usage import GPU_MEMORY, GPUS, NOTHING, Usage, format_dimension
+from webhook.types import AdmissionRequest, EnforcementAction, KubeObject
+
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+ACTION_RANK: dict[EnforcementAction, int] = {"dryrun": 0, "warn": 1, "deny": 2}
+
+
+class QuotaView(Protocol):
+    """Read access to cluster state, as quota needs it."""
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str]: ...
+
+    def usage(self, namespace: str, settings: QuotaSettings) -> Usage:
+        """Demand of every unfinished pod in the namespace plus admissions in flight."""
+        ...
+
+
+@dataclass(frozen=True)
+class LimitCheck:
+    dimension: str
+    limit: Fraction
+    used: Fraction
+    asked: Fraction
+
+    @property
+    def after(self) -> Fraction:
+        return self.used + self.asked
+
+    @property
+    def exceeded(self) -> bool:
+        return self.asked > 0 and self.after > self.limit
+
+    def need(self) -> str:
+        """'needs 2 GPUs, 7 of 8 are in use'."""
+        asked, used, limit = self._shown()
+        verb = "is" if self.used == 1 else "are"
+        return f"needs {asked} {_unit(self.dimension, self.asked)}, {used} of {limit} {verb} in use"
+
+    def summary(self) -> str:
+        asked, used, limit = self._shown()
+        return f"{self.dimension} used {used}, asked {asked}, limit {limit}"
+
+    def _shown(self) -> tuple[str, str, str]:
+        def show(value: Fraction) -> str:
+            return format_dimension(self.dimension, value)
+
+        return show(self.asked), show(self.used), show(self.limit)
+
+    def audit(self) -> dict[str, str]:
+        return {"limit": str(self.limit), "used": str(self.used), "asked": str(self.asked)}
+
+
+@dataclass(frozen=True)
+class QuotaCheck:
+    """One GPUQuota's verdict: the limits this pod touches, with used and asked amounts."""
+
+    quota: str
+    action: EnforcementAction
+    limits: tuple[LimitCheck, ...]
+    before: Usage
+    after: Usage
+
+    @property
+    def exceeded(self) -> bool:
+        return any(limit.exceeded for limit in self.limits)
+
+    def message(self, namespace: str) -> str:
+        needs = "; it ".join(limit.need() for limit in self.limits if limit.exceeded)
+        listing = "; ".join(limit.summary() for limit in self.limits)
+        return f"{self._head(namespace)}: this pod {needs} (limits: {listing})"
+
+    def headline(self, namespace: str) -> str:
+        first = next(limit for limit in self.limits if limit.exceeded)
+        return f"{self._head(namespace)}: this pod {first.need()}"
+
+    def _head(self, namespace: str) -> str:
+        return f'GPU quota "{self.quota}" exceeded in namespace {namespace}'
+
+    def audit(self) -> dict[str, Any]:
+        return {
+            "quota": self.quota,
+            "action": self.action,
+            "exceeded": self.exceeded,
+            "limits": {limit.dimension: limit.audit() for limit in self.limits},
+            "before": usage_json(self.before),
+            "after": usage_json(self.after),
+        }
+
+
+@dataclass(frozen=True)
+class QuotaOutcome:
+    """What quota says about one request; `reserve_key` is set when an admission must be counted."""
+
+    namespace: str = ""
+    pod: str = ""
+    uid: str = ""
+    shape: PodShape | None = None
+    demand: Usage = NOTHING
+    checks: tuple[QuotaCheck, ...] = ()
+    error: str = ""
+    error_action: EnforcementAction = "deny"
+    dry_run: bool = False
+
+    @property
+    def applies(self) -> bool:
+        return bool(self.checks) or bool(self.error)
+
+    @property
+    def allowed(self) -> bool:
+        return not self._denials()
+
+    @property
+    def reserve_key(self) -> str | None:
+        """The in-flight reservation to record if the pod is admitted: none for dry runs or no demand."""
+        if self.dry_run or self.shape is None or self.demand.is_zero or not self.checks or not self.allowed:
+            return None
+        return self.pod
+
+    def decision(self) -> Decision:
+        findings = self.findings()
+        denials = self._denials()
+        if denials:
+            code = 422 if self.error else 403
+            return deny(". ".join(denials), code=code, findings=findings)
+        return Decision(allowed=True, warnings=clamp_warnings(self.warnings()), findings=findings)
+
+    def findings(self) -> tuple[Finding, ...]:
+        found = [
+            Finding(f"GPUQuota/{check.quota}", check.action, check.message(self.namespace))
+            for check in self.checks
+            if check.exceeded
+        ]
+        if self.error:
+            found.append(Finding("GPUQuota", self.error_action, self._error_message()))
+        return tuple(found)
+
+    def warnings(self) -> list[str]:
+        found = [c.headline(self.namespace) for c in self.checks if c.exceeded and c.action == "warn"]
+        if self.error and self.error_action == "warn":
+            found.append(self._error_message())
+        return found
+
+    def audit(self) -> dict[str, Any]:
+        """Before/after usage and every limit touched, for the decision log."""
+        return {
+            "namespace": self.namespace,
+            "pod": self.pod,
+            "dryRun": self.dry_run,
+            "demand": usage_json(self.demand),
+            "checks": [check.audit() for check in self.checks],
+            **({"error": self.error} if self.error else {}),
+        }
+
+    def _denials(self) -> list[str]:
+        found = [c.message(self.namespace) for c in self.checks if c.exceeded and c.action == "deny"]
+        if self.error and self.error_action == "deny":
+            found.insert(0, self._error_message())
+        return found
+
+    def _error_message(self) -> str:
+        return f"GPU quota cannot count this pod in namespace {self.namespace}: {self.error}"
+
+
+NOT_APPLICABLE = QuotaOutcome()
+
+
+def check_quota(
+    request: AdmissionRequest,
+    quotas: Sequence[GPUQuota],
+    state: QuotaView,
+    settings: QuotaSettings = DEFAULT_SETTINGS,
+) -> QuotaOutcome:
+    """The quota outcome of an admission request: only Pod CREATE can change GPU usage."""
+    pod = _created_pod(request)
+    if pod is None:
+        return NOT_APPLICABLE
+    namespace = _namespace(request, pod)
+    labels = {NAMESPACE_NAME_LABEL: namespace, **state.namespace_labels(namespace)}
+    matching = [q for q in quotas if q.applies_to(namespace, labels)]
+    if not matching:
+        return NOT_APPLICABLE
+    base = QuotaOutcome(
+        namespace=namespace,
+        pod=pod_key(request, pod, namespace),
+        uid=_text(_meta(pod).get("uid")),
+        dry_run=_dry(request),
+    )
+    try:
+        shape = pod_shape(pod)
+    except QuotaInputError as e:
+        action = max((q.action for q in matching), key=ACTION_RANK.__getitem__)
+        return replace(base, error=str(e), error_action=action)
+    if shape is None or is_finished(pod):
+        return base
+    checks = tuple(_check(q, namespace, shape, state, settings) for q in matching)
+    demand = shape_demand(shape, settings)
+    return replace(base, shape=shape, demand=demand, checks=_relevant(checks))
+
+
+def request_pod_key(request: AdmissionRequest) -> str | None:
+    """The reservation key of the pod a request creates, or None when it creates no pod."""
+    pod = _created_pod(request)
+    if pod is None:
+        return None
+    return pod_key(request, pod, _namespace(request, pod))
+
+
+def pod_key(request: AdmissionRequest, pod: KubeObject, namespace: str) -> str:
+    """namespace/name, as the watch will see the pod; a uid when the name is not known yet."""
+    name = _text(_meta(pod).get("name")) or _text(request.get("name"))
+    if name:
+        return f"{namespace}/{name}"
+    return f"{namespace}/uid:{_text(_meta(pod).get('uid')) or request['uid']}"
+
+
+def _check(
+    quota: GPUQuota, namespace: str, shape: PodShape, state: QuotaView, default: QuotaSettings
+) -> QuotaCheck:
+    settings = quota.settings_or(default)
+    demand = shape_demand(shape, settings)
+    before = state.usage(namespace, settings)
+    limits = tuple(
+        LimitCheck(dimension, limit, before.amount(dimension), demand.amount(dimension))
+        for dimension, limit in quota.limits.items()
+        if demand.amount(dimension) > 0
+    )
+    return QuotaCheck(quota.name, quota.action, limits, before, before + demand)
+
+
+def _relevant(checks: tuple[QuotaCheck, ...]) -> tuple[QuotaCheck, ...]:
+    return tuple(check for check in checks if check.limits)
+
+
+def _created_pod(request: AdmissionRequest) -> KubeObject | None:
+    kind = request.get("kind") or {}
+    if kind.get("kind") != "Pod" or kind.get("group", "") != "":
+        return None
+    if request.get("operation") != "CREATE" or request.get("subResource"):
+        return None
+    pod = request.get("object")
+    return pod if isinstance(pod, dict) else None
+
+
+def _namespace(request: AdmissionRequest, pod: KubeObject) -> str:
+    return _text(request.get("namespace")) or _text(_meta(pod).get("namespace")) or "default"
+
+
+def _text(value: object) -> str:
+    """A string field of an untrusted object, or "" when it is anything else."""
+    return value if isinstance(value, str) else ""
+
+
+def _dry(request: AdmissionRequest) -> bool:
+    return bool(request.get("dryRun"))
+
+
+def _meta(pod: KubeObject) -> Mapping[str, Any]:
+    meta = pod.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _unit(dimension: str, amount: Fraction) -> str:
+    if dimension == GPUS:
+        return "GPU" if amount <= 1 else "GPUs"
+    if dimension == GPU_MEMORY:
+        return "of GPU memory"
+    return dimension
+
+
+def usage_json(usage: Usage) -> dict[str, Any]:
+    """Exact amounts as strings ("2/7"), GPU memory in MiB."""
+    return {
+        "gpus": str(usage.gpus),
+        "gpuMemoryMiB": str(usage.gpu_memory_mib),
+        "resources": {name: str(amount) for name, amount in sorted(usage.resources.items())},
+    }

@@ -1,0 +1,44 @@
+"""`gpu-webhook quota status`: a table of namespaces, their GPU limits, what is used, and a bar each."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import orjson
+
+from webhook.config import BUNDLED_POLICIES, Settings
+from webhook.quota.files import load_quotas
+from webhook.quota.status import render_table, status_rows
+
+
+def add_quota_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    group = commands.add_parser("quota", help="GPU quotas per namespace")
+    actions = group.add_subparsers(title="actions", required=True, metavar="ACTION")
+    status = actions.add_parser("status", help="limits, used amounts and a bar for every namespace")
+    status.add_argument("--policies", type=Path, default=BUNDLED_POLICIES, help="policy directory")
+    status.add_argument("--inventory", type=Path, help="cluster objects from a file instead of the API")
+    status.add_argument("--kubeconfig", type=Path, help="default: in-cluster, $KUBECONFIG, ~/.kube/config")
+    status.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    status.set_defaults(command=quota_status)
+
+
+def quota_status(args: argparse.Namespace) -> int:
+    from webhook.clusterstate import snapshot
+
+    quotas = load_quotas(args.policies)
+    state = snapshot(Settings(inventory=args.inventory, kubeconfig=args.kubeconfig))
+    rows = status_rows(quotas, state.cache)
+    if args.output == "json":
+        document = {"source": state.origin, "rows": [row.as_json() for row in rows]}
+        sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return 0
+    print(f"GPU quotas from {args.policies}, usage from {state.origin}", file=sys.stderr)
+    if not quotas:
+        print(f"no GPUQuota policies in {args.policies}")
+    elif not rows:
+        print("no namespace matches a GPUQuota")
+    else:
+        print(render_table(rows))
+    return 0

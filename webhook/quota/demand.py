@@ -1,0 +1,303 @@
+"""What one pod asks of a GPU quota. Pure.
+
+Two steps, so the cluster cache can keep the small first result and apply the
+(cached) second one with any settings:
+
+- `pod_shape(pod)` reads the GPU-relevant part of a pod: the extended resources of
+  each container and KAI's annotations. Invalid values raise QuotaInputError.
+- `shape_demand(shape, settings)` turns a shape into a Usage. It follows the way
+  Kubernetes computes a pod's effective request, per resource:
+  `max(sum over app containers, max over init containers)`, where a native sidecar
+  (an init container with `restartPolicy: Always`) adds to the app sum and to every
+  init container that starts after it. GPU-equivalents and GPU memory are derived
+  per container and per resource name before that rule, so HAMi's per-GPU memory is
+  multiplied by its own container's GPU count, never by another container's.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from webhook import gpu, quantity
+from webhook.quota.usage import NOTHING, ZERO, Usage
+from webhook.types import KubeObject
+
+FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
+DEFAULT_SHARED_REPLICAS = 4
+_WHOLE_NUMBER = re.compile(r"^[0-9]{1,9}$")
+_FRACTION = re.compile(r"^(0|1)?(\.[0-9]{1,6})?$")
+
+Amounts = tuple[tuple[str, int], ...]
+"""A container's extended resources, sorted by name: (resource name, effective request)."""
+
+
+class QuotaInputError(ValueError):
+    """A pod value that quota cannot count; the message names the container and the value."""
+
+
+@dataclass(frozen=True)
+class QuotaSettings:
+    """How GPU-equivalents and GPU memory are counted. Every field is a documented default.
+
+    whole_gpu_weight: GPU-equivalents of one `nvidia.com/gpu`.
+    mig_slices_per_gpu: a MIG profile `<g>g.*` counts g / this.
+    shared_replicas: (resource name, replicas) of time-slicing and MPS; one unit of such a
+        resource is 1/replicas of a GPU. Add `nvidia.com/gpu` when the device plugin
+        time-slices without renaming.
+    card_memory_mib: memory of one whole card, for HAMi and KAI shares and for whole GPUs.
+        Unknown (None): shares given only as memory count as a whole GPU, and whole GPUs
+        add no memory.
+    hami_default_gpus: the GPU count HAMi assumes when a container sets gpumem or gpucores
+        without `nvidia.com/gpu`.
+    """
+
+    whole_gpu_weight: Fraction = Fraction(1)
+    mig_slices_per_gpu: int = gpu.MIG_SLICES
+    shared_replicas: tuple[tuple[str, int], ...] = ((gpu.SHARED_GPU, DEFAULT_SHARED_REPLICAS),)
+    card_memory_mib: int | None = None
+    hami_default_gpus: int = 1
+
+    def replicas(self, resource: str) -> int | None:
+        return dict(self.shared_replicas).get(resource)
+
+    @classmethod
+    def for_model(cls, model: str) -> QuotaSettings:
+        return cls(card_memory_mib=gpu.model_memory_mib(model))
+
+
+DEFAULT_SETTINGS = QuotaSettings()
+
+
+@dataclass(frozen=True)
+class KaiRequest:
+    """KAI scheduler's pod annotations: a fraction or a memory size, on one or more devices."""
+
+    fraction: Fraction | None
+    memory_mib: int | None
+    devices: int
+
+
+@dataclass(frozen=True)
+class PodShape:
+    """The GPU-relevant part of a pod; hashable, so identical pods share one object and one result."""
+
+    app: tuple[Amounts, ...] = ()
+    init: tuple[tuple[Amounts, bool], ...] = ()
+    kai: KaiRequest | None = None
+
+
+def is_finished(pod: KubeObject) -> bool:
+    """Pods that succeeded or failed hold no devices."""
+    status = pod.get("status")
+    return isinstance(status, dict) and status.get("phase") in FINISHED_PHASES
+
+
+def pod_shape(pod: KubeObject) -> PodShape | None:
+    """The pod's GPU-relevant requests, or None when it asks for no extended resource at all."""
+    spec = _mapping(pod.get("spec"), "spec")
+    app = tuple(sorted(_amounts(c, "containers") for c in _containers(spec, "containers")))
+    init = tuple(
+        (_amounts(c, "initContainers"), c.get("restartPolicy") == "Always")
+        for c in _containers(spec, "initContainers")
+    )
+    kai = _kai_request(_mapping(_mapping(pod.get("metadata"), "metadata").get("annotations"), "annotations"))
+    if kai is None and not any(app) and not any(amounts for amounts, _ in init):
+        return None
+    return PodShape(app, init, kai)
+
+
+def pod_demand(pod: KubeObject, settings: QuotaSettings = DEFAULT_SETTINGS) -> Usage:
+    """Everything the pod takes from a quota while it runs; nothing once it has finished."""
+    shape = pod_shape(pod)
+    if shape is None or is_finished(pod):
+        return NOTHING
+    return shape_demand(shape, settings)
+
+
+@functools.lru_cache(maxsize=4096)
+def shape_demand(shape: PodShape, settings: QuotaSettings) -> Usage:
+    app = _sum(_container_vector(a, settings) for a in shape.app)
+    sidecars: _Vector = {}
+    init_peak: _Vector = {}
+    for amounts, sidecar in shape.init:
+        vector = _container_vector(amounts, settings)
+        if sidecar:
+            app = _sum((app, vector))
+            sidecars = _sum((sidecars, vector))
+            phase = sidecars
+        else:
+            phase = _sum((vector, sidecars))
+        init_peak = _max(init_peak, phase)
+    effective = _max(app, init_peak)
+    if shape.kai is not None:
+        effective = _sum((effective, _kai_vector(shape.kai, settings)))
+    return _collapse(effective)
+
+
+# A container's demand broken down by (dimension, resource name), so that the
+# Kubernetes max/sum rule applies per resource, as the scheduler reserves them.
+_Vector = dict[tuple[str, str], Fraction]
+_GPUS, _MEMORY, _COUNT = "gpus", "memory", "count"
+
+
+def _container_vector(amounts: Amounts, settings: QuotaSettings) -> _Vector:
+    by_name = dict(amounts)
+    vector: _Vector = {(_COUNT, name): Fraction(count) for name, count in amounts}
+    if _is_hami(by_name):
+        _add_hami(vector, by_name, settings)
+    elif by_name.get(gpu.GPU):
+        _add_share_or_whole(vector, gpu.GPU, by_name[gpu.GPU], settings)
+    for name, count in amounts:
+        profile = gpu.parse_mig_resource(name)
+        if profile is not None:
+            vector[(_GPUS, name)] = Fraction(count * profile.slices, settings.mig_slices_per_gpu)
+            vector[(_MEMORY, name)] = Fraction(count * profile.memory_mib)
+        elif name != gpu.GPU and settings.replicas(name):
+            _add_share_or_whole(vector, name, count, settings)
+    return vector
+
+
+def _add_share_or_whole(vector: _Vector, name: str, count: int, settings: QuotaSettings) -> None:
+    replicas = settings.replicas(name)
+    share = Fraction(1, replicas) if replicas else settings.whole_gpu_weight
+    vector[(_GPUS, name)] = count * share
+    if settings.card_memory_mib:
+        vector[(_MEMORY, name)] = count * share * settings.card_memory_mib
+
+
+def _is_hami(by_name: Mapping[str, int]) -> bool:
+    return any(name in by_name for name in (gpu.HAMI_MEMORY, gpu.HAMI_MEMORY_PERCENT, gpu.HAMI_CORES))
+
+
+def _add_hami(vector: _Vector, by_name: Mapping[str, int], settings: QuotaSettings) -> None:
+    """HAMi asks per GPU: gpumem MiB (or a percentage of the card) and gpucores percent, times the count."""
+    count = by_name.get(gpu.GPU) or settings.hami_default_gpus
+    card = settings.card_memory_mib
+    memory: Fraction | None = None
+    if gpu.HAMI_MEMORY in by_name:
+        memory = Fraction(by_name[gpu.HAMI_MEMORY])
+    elif gpu.HAMI_MEMORY_PERCENT in by_name and card:
+        memory = Fraction(by_name[gpu.HAMI_MEMORY_PERCENT] * card, 100)
+    elif card:
+        memory = Fraction(card)
+    if memory is not None and card:
+        share = min(memory / card, Fraction(1))
+    elif gpu.HAMI_CORES in by_name:
+        share = min(Fraction(by_name[gpu.HAMI_CORES], 100), Fraction(1))
+    else:
+        share = Fraction(1)
+    vector[(_GPUS, gpu.GPU)] = count * share
+    if memory is not None:
+        vector[(_MEMORY, gpu.GPU)] = count * memory
+
+
+def _kai_vector(kai: KaiRequest, settings: QuotaSettings) -> _Vector:
+    card = settings.card_memory_mib
+    if kai.fraction is not None:
+        share, memory = kai.fraction, (kai.fraction * card if card else None)
+    else:
+        assert kai.memory_mib is not None
+        memory = Fraction(kai.memory_mib)
+        share = min(memory / card, Fraction(1)) if card else Fraction(1)
+    vector = {(_GPUS, gpu.KAI_FRACTION): share * kai.devices}
+    if memory is not None:
+        vector[(_MEMORY, gpu.KAI_FRACTION)] = memory * kai.devices
+    return vector
+
+
+def _sum(vectors: Iterable[_Vector]) -> _Vector:
+    result: _Vector = {}
+    for vector in vectors:
+        for key, amount in vector.items():
+            result[key] = result.get(key, ZERO) + amount
+    return result
+
+
+def _max(a: _Vector, b: _Vector) -> _Vector:
+    return {key: max(a.get(key, ZERO), b.get(key, ZERO)) for key in a.keys() | b.keys()}
+
+
+def _collapse(vector: _Vector) -> Usage:
+    gpus = sum((v for (dim, _), v in vector.items() if dim == _GPUS), ZERO)
+    memory = sum((v for (dim, _), v in vector.items() if dim == _MEMORY), ZERO)
+    counts = {name: v for (dim, name), v in vector.items() if dim == _COUNT and v}
+    return Usage(gpus, memory, counts)
+
+
+def _containers(spec: Mapping[str, Any], field: str) -> list[Mapping[str, Any]]:
+    containers = spec.get(field) or []
+    if not isinstance(containers, list) or not all(isinstance(c, dict) for c in containers):
+        raise QuotaInputError(f"spec.{field} must be a list of containers")
+    return containers
+
+
+def _amounts(container: Mapping[str, Any], field: str) -> Amounts:
+    """Extended resources (names with a '/'); a request defaults to the limit, as the apiserver does."""
+    name = container.get("name", "?")
+    resources = _mapping(container.get("resources"), f"{field} {name!r} resources")
+    requests = _mapping(resources.get("requests"), f"{field} {name!r} requests")
+    limits = _mapping(resources.get("limits"), f"{field} {name!r} limits")
+    amounts: dict[str, int] = {}
+    for resource in requests.keys() | limits.keys():
+        if not isinstance(resource, str) or "/" not in resource:
+            continue
+        value = requests[resource] if resource in requests else limits[resource]
+        try:
+            amounts[resource] = quantity.parse_count(value, f"container {name!r}: {resource}")
+        except quantity.QuantityError as e:
+            raise QuotaInputError(_named(str(e), name, resource)) from e
+    return tuple(sorted((k, v) for k, v in amounts.items() if v))
+
+
+def _named(message: str, container: str, resource: str) -> str:
+    prefix = f"container {container!r}"
+    return message if message.startswith(prefix) else f"{prefix}: {resource}: {message}"
+
+
+def _kai_request(annotations: Mapping[str, Any]) -> KaiRequest | None:
+    fraction_text = annotations.get(gpu.KAI_FRACTION)
+    memory_text = annotations.get(gpu.KAI_MEMORY)
+    if fraction_text is None and memory_text is None:
+        return None
+    devices = _whole(annotations.get(gpu.KAI_NUM_DEVICES, "1"), gpu.KAI_NUM_DEVICES)
+    if devices < 1:
+        raise QuotaInputError(f"annotation {gpu.KAI_NUM_DEVICES} must be at least 1, got {devices}")
+    if fraction_text is not None:
+        return KaiRequest(_fraction(fraction_text), None, devices)
+    memory = _whole(memory_text, gpu.KAI_MEMORY)
+    if memory < 1:
+        raise QuotaInputError(f"annotation {gpu.KAI_MEMORY} must be a positive number of MiB")
+    return KaiRequest(None, memory, devices)
+
+
+def _fraction(text: object) -> Fraction:
+    if not isinstance(text, str) or not text or not _FRACTION.match(text.strip()):
+        raise QuotaInputError(f"annotation {gpu.KAI_FRACTION} must be a decimal in (0, 1], got {_show(text)}")
+    value = Fraction(text.strip())
+    if not 0 < value <= 1:
+        raise QuotaInputError(f"annotation {gpu.KAI_FRACTION} must be in (0, 1], got {_show(text)}")
+    return value
+
+
+def _whole(text: object, what: str) -> int:
+    if not isinstance(text, str) or not _WHOLE_NUMBER.match(text.strip()):
+        raise QuotaInputError(f"annotation {what} must be a whole number, got {_show(text)}")
+    return int(text)
+
+
+def _mapping(value: object, what: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise QuotaInputError(f"{what} must be a mapping")
+    return value
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -1,0 +1,90 @@
+"""The reservation step: check a pod against its quotas and count it at once if admitted.
+
+Between admission and the moment the watch shows the new pod, the cache does not
+know it. Without a reservation, N requests arriving together would each see the
+same free room and all be admitted. A gate makes check-and-reserve one step, so N
+concurrent admissions against room for k admit exactly k.
+
+Two gates:
+- LocalGate (`--quota-consistency per-replica`, the default): reservations live in
+  this process. Exact within one replica; replicas do not see each other's
+  admissions in flight, so with R replicas up to R pods may fill the same last room
+  until the watch catches up (typically well under a second).
+- LedgerGate (`--quota-consistency strict`, in ledger.py): reservations live in a
+  Kubernetes object shared by every replica.
+
+Call `admit()` after every other validation has allowed the request, or call
+`release()` when a later check denies it; dry runs never reserve.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from webhook.cache import ClusterCache
+from webhook.quota.check import QuotaOutcome, check_quota, request_pod_key
+from webhook.quota.demand import DEFAULT_SETTINGS, QuotaSettings
+from webhook.quota.policy import GPUQuota
+from webhook.quota.usage import Usage
+from webhook.types import AdmissionRequest
+
+
+class QuotaGate(Protocol):
+    mode: str
+
+    def admit(self, request: AdmissionRequest, quotas: Sequence[GPUQuota]) -> QuotaOutcome: ...
+
+    def peek(self, request: AdmissionRequest, quotas: Sequence[GPUQuota]) -> QuotaOutcome: ...
+
+    def release(self, outcome: QuotaOutcome) -> None: ...
+
+
+def peek(
+    cache: ClusterCache, request: AdmissionRequest, quotas: Sequence[GPUQuota], settings: QuotaSettings
+) -> QuotaOutcome:
+    """The outcome without reserving anything: for advisory reviews, which never admit."""
+    return check_quota(request, quotas, _WithoutOwnReservation(cache, request_pod_key(request)), settings)
+
+
+class LocalGate:
+    """Per-replica consistency: one lock around check and reservation."""
+
+    mode = "per-replica"
+
+    def __init__(self, cache: ClusterCache, settings: QuotaSettings = DEFAULT_SETTINGS) -> None:
+        self.cache = cache
+        self.settings = settings
+        self._lock = threading.Lock()
+
+    def admit(self, request: AdmissionRequest, quotas: Sequence[GPUQuota]) -> QuotaOutcome:
+        with self._lock:
+            view = _WithoutOwnReservation(self.cache, request_pod_key(request))
+            outcome = check_quota(request, quotas, view, self.settings)
+            key = outcome.reserve_key
+            if key is not None and outcome.shape is not None:
+                self.cache.reserve(outcome.namespace, key, outcome.shape, outcome.uid)
+            return outcome
+
+    def peek(self, request: AdmissionRequest, quotas: Sequence[GPUQuota]) -> QuotaOutcome:
+        return peek(self.cache, request, quotas, self.settings)
+
+    def release(self, outcome: QuotaOutcome) -> None:
+        if outcome.reserve_key is not None:
+            self.cache.release(outcome.namespace, outcome.reserve_key)
+
+
+class _WithoutOwnReservation:
+    """The cache, minus an earlier reservation of the same pod: a create that is retried (say,
+    after another webhook refused it) must not count against itself."""
+
+    def __init__(self, cache: ClusterCache, key: str | None) -> None:
+        self.cache = cache
+        self.key = key
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        return self.cache.namespace_labels(namespace)
+
+    def usage(self, namespace: str, settings: QuotaSettings) -> Usage:
+        return self.cache.usage(namespace, settings, excluding=self.key)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,17 +44,3 @@ def _flatten(documents: list[Any]) -> Iterator[KubeObject]:
         else:
             yield document
 
-
-def namespace_labels(objects: Sequence[KubeObject]) -> dict[str, Mapping[str, str]]:
-    """Labels of the Namespace objects among `objects`, with the label Kubernetes adds to every one."""
-    found: dict[str, Mapping[str, str]] = {}
-    for obj in objects:
-        metadata = obj.get("metadata")
-        if obj.get("kind") == "Namespace" and isinstance(metadata, dict) and metadata.get("name"):
-            name = str(metadata["name"])
-            labels = metadata.get("labels")
-            found[name] = {
-                "kubernetes.io/metadata.name": name,
-                **(labels if isinstance(labels, dict) else {}),
-            }
-    return found

@@ -14,15 +14,16 @@ from typing import Any
 
 import jsonpointer
 
+from webhook.commands.common import offline_deps
 from webhook.errors import PolicyError, WebhookError
-from webhook.objects import namespace_labels, read_objects
+from webhook.inventory import EMPTY, Inventory, load_inventory
+from webhook.objects import read_objects
 from webhook.offline import Identity, Outcome, request_for, run
 from webhook.policy.loader import load_directory
 from webhook.policy.model import PolicySet
 from webhook.policy.schemas import GROUP_VERSION, POLICY_TEST
 from webhook.policy.source import Document, parse_documents
 from webhook.policy.validate import schema_problems
-from webhook.review import ReviewDeps
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ def run_suite(document: Document) -> list[CaseResult]:
     spec = document.data["spec"]
     try:
         policies = load_directory(base / spec.get("policies", "."))
-        inventory = read_objects(base / spec["inventory"]) if "inventory" in spec else []
+        inventory = load_inventory(base / spec["inventory"]) if "inventory" in spec else EMPTY
     except (PolicyError, WebhookError) as e:
         return [
             CaseResult(document.name, "<suite>", (f"cannot load the suite's policies or inventory: {e}",))
@@ -58,11 +59,10 @@ def run_suite(document: Document) -> list[CaseResult]:
 
 
 def _run_case(
-    suite: str, base: Path, policies: PolicySet, inventory: list[Any], case: Mapping[str, Any]
+    suite: str, base: Path, policies: PolicySet, inventory: Inventory, case: Mapping[str, Any]
 ) -> CaseResult:
-    objects = inventory + list(case.get("inventory", []))
-    labels = namespace_labels(objects)
-    deps = ReviewDeps(policies=policies, namespace_labels=lambda ns: labels.get(ns, {}))
+    objects = Inventory(inventory.source, inventory.objects + tuple(case.get("inventory", [])))
+    deps = offline_deps(policies, objects)
     try:
         obj = case["object"] if "object" in case else read_objects(base / case["objectFile"])[0]
         identity = Identity(

@@ -162,7 +162,8 @@ def gpu_subject(request: AdmissionRequest, deps: ReviewDeps) -> Subject | None:
         return None
     if not is_gpu_pod(target, deps.policies.shared_names):
         return None
-    labels = deps.namespace_labels(namespace)
+    # The apiserver gives every namespace this label; inventories and caches may omit it.
+    labels = {"kubernetes.io/metadata.name": namespace, **deps.namespace_labels(namespace)}
     policy = select_policy(deps.policies.sharing, namespace, labels, target.labels)
     return Subject(target, namespace, policy)
 

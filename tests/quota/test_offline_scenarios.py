@@ -1,8 +1,11 @@
 """The offline path end to end: quota policies and an inventory from files, pods that fit and pods
-that do not. This is what `review --inventory` runs for quota; each pod is judged on its own."""
+that do not, through `gpu-webhook review --inventory … -o json`; each pod is judged on its own."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,9 +13,6 @@ import pytest
 import yaml
 
 from tests.support.pods import gpu_pod, make_pod, res, sidecar
-from tests.support.reviews import make_review
-from webhook.inventory import cache_from, load_inventory
-from webhook.quota.check import check_quota
 from webhook.quota.files import load_quotas
 
 POLICIES = """\
@@ -62,12 +62,28 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> Any:
     (root / "inventory.yaml").write_text(
         yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": INVENTORY})
     )
-    quotas = load_quotas(root / "policies")
-    cache = cache_from(load_inventory(root / "inventory.yaml"))
+    pods = [case[1] for case in CASES] + [gpu_pod("fits", "ml-team", gpus=1)]
+    (root / "pods.yaml").write_text(yaml.safe_dump_all(pods))
+    command = [
+        sys.executable,
+        "-m",
+        "webhook",
+        "review",
+        str(root / "pods.yaml"),
+        "--policies",
+        str(root / "policies"),
+        "--inventory",
+        str(root / "inventory.yaml"),
+        "-o",
+        "json",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode in (0, 1), result.stderr
+    entries = {(e["namespace"], e["name"]): e for e in json.loads(result.stdout)}
 
     def judge(pod: dict[str, Any]) -> tuple[bool, str]:
-        decision = check_quota(make_review(pod)["request"], quotas, cache).decision()
-        return decision.allowed, decision.message
+        entry = entries[(pod["metadata"]["namespace"], pod["metadata"]["name"])]
+        return entry["allowed"], (entry["status"] or {}).get("message", "")
 
     return judge
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 from pathlib import Path
 
-from webhook.objects import namespace_labels, read_objects
+from webhook.inventory import EMPTY, Inventory, cache_from, load_inventory
 from webhook.policy.loader import load_directory
+from webhook.policy.model import PolicySet
+from webhook.quota.gate import LocalGate, LookOnlyGate
 from webhook.review import ReviewDeps
-from webhook.types import KubeObject
 
 
 def add_policy_options(parser: argparse.ArgumentParser) -> None:
@@ -17,10 +17,15 @@ def add_policy_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--inventory", type=Path, help="existing cluster objects (List, multi-document YAML)")
 
 
-def offline_deps(policies: Path, inventory: Sequence[KubeObject]) -> ReviewDeps:
-    labels = namespace_labels(inventory)
-    return ReviewDeps(policies=load_directory(policies), namespace_labels=lambda ns: labels.get(ns, {}))
+def offline_deps(policies: PolicySet | Path, inventory: Inventory) -> ReviewDeps:
+    """What review() reads offline: the policies, and the inventory as the cluster's state."""
+    cache = cache_from(inventory)
+    return ReviewDeps(
+        policies=policies if isinstance(policies, PolicySet) else load_directory(policies),
+        namespace_labels=cache.namespace_labels,
+        quota_gate=LookOnlyGate(LocalGate(cache)),
+    )
 
 
-def read_inventory(path: Path | None) -> list[KubeObject]:
-    return read_objects(path) if path else []
+def read_inventory(path: Path | None) -> Inventory:
+    return load_inventory(path) if path else EMPTY

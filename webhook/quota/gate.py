@@ -75,6 +75,23 @@ class LocalGate:
             self.cache.release(outcome.namespace, outcome.reserve_key)
 
 
+class LookOnlyGate:
+    """Judges without reserving: offline reviews weigh each object against the inventory alone."""
+
+    def __init__(self, gate: QuotaGate) -> None:
+        self._gate = gate
+        self.mode = f"{gate.mode}, look only"
+
+    def admit(self, request: AdmissionRequest, quotas: Sequence[GPUQuota]) -> QuotaOutcome:
+        return self._gate.peek(request, quotas)
+
+    def peek(self, request: AdmissionRequest, quotas: Sequence[GPUQuota]) -> QuotaOutcome:
+        return self._gate.peek(request, quotas)
+
+    def release(self, outcome: QuotaOutcome) -> None:
+        """Nothing was reserved."""
+
+
 class _WithoutOwnReservation:
     """The cache, minus an earlier reservation of the same pod: a create that is retried (say,
     after another webhook refused it) must not count against itself."""

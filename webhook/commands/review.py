@@ -24,7 +24,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = commands.add_parser("review", help="dry-run manifests or AdmissionReviews through the policies")
     parser.add_argument("files", nargs="+", type=Path, metavar="FILE")
     add_policy_options(parser)
-    parser.add_argument("--namespace", help="review as if created in this namespace (default: each object's own, else default)")
+    parser.add_argument(
+        "--namespace",
+        help="review as if created in this namespace (default: each object's own, else default)",
+    )
     parser.add_argument("--user", default="offline-review", help="username the request comes from")
     parser.add_argument("--group", action="append", dest="groups", help="a group of the user (repeatable)")
     parser.add_argument("-o", "--output", choices=["diff", "json", "yaml"], default="diff")

@@ -10,9 +10,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from webhook import __version__, certs
-from webhook.commands import policies, review, test
+from webhook.commands import advise, policies, review, test
 from webhook.config import DEFAULT_NAMESPACE, DEFAULT_SERVICE, DEV_CERT_DIR, Settings
 from webhook.errors import WebhookError
+from webhook.utilization.options import add_serve_options, serve_settings
 
 ENV_PREFIX = "GPU_WEBHOOK_"
 Command = Callable[[argparse.Namespace], int]
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     review.add_parser(commands)
     test.add_parser(commands)
     policies.add_parser(commands)
+    advise.add_parser(commands)
     return parser
 
 
@@ -85,6 +87,7 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="our service account's username, whose own requests are never reviewed",
     )
     serve.add_argument("--failure-mode", choices=["closed", "open"], default=env("failure-mode", "closed"))
+    add_serve_options(serve, env)
     serve.set_defaults(command=_serve)
 
 
@@ -105,6 +108,7 @@ def _serve(args: argparse.Namespace) -> int:
         policy_check_seconds=args.policy_check_seconds,
         excluded_namespaces=args.exclude_namespaces,
         own_username=args.own_username,
+        utilization=serve_settings(args),
     )
     serve(settings)
     return 0

@@ -13,6 +13,28 @@ DEFAULT_NAMESPACE = "gpu-system"
 MiB = 1024 * 1024
 
 FailureMode = Literal["closed", "open"]
+PodLabels = Literal["auto", "plain", "exported"]
+
+
+@dataclass(frozen=True)
+class PrometheusSettings:
+    """Where DCGM exporter metrics are read: a Prometheus HTTP API (or Thanos, Mimir: same API)."""
+
+    url: str
+    bearer_token_file: Path | None = None
+    ca_file: Path | None = None
+    timeout_seconds: float = 5.0
+
+
+@dataclass(frozen=True)
+class UtilizationSettings:
+    """Live utilization for placement hints: read off the request path, trusted only while fresh."""
+
+    prometheus: PrometheusSettings
+    window: str = "10m"
+    refresh_seconds: float = 60.0
+    max_age_seconds: float = 300.0
+    pod_labels: PodLabels = "auto"
 
 
 @dataclass(frozen=True)
@@ -32,3 +54,4 @@ class Settings:
     excluded_namespaces: tuple[str, ...] = ("kube-system", DEFAULT_NAMESPACE)
     own_username: str | None = None
     failure_mode: FailureMode = "closed"
+    utilization: UtilizationSettings | None = None

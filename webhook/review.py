@@ -20,6 +20,7 @@ from webhook.mutation.shape import ShapeError, check_pod_shape
 from webhook.mutation.target import PodTarget, pod_target
 from webhook.policy.model import PolicySet, SharingPolicy
 from webhook.types import AdmissionRequest, Endpoint
+from webhook.utilization.capacity import CapacityView
 from webhook.validation import builtin
 
 
@@ -40,6 +41,7 @@ class ReviewDeps:
     policies: PolicySet
     settings: ReviewSettings = field(default_factory=ReviewSettings)
     namespace_labels: Callable[[str], Mapping[str, str]] = _no_labels
+    placement: CapacityView | None = None  # spare GPU capacity, for policies with placement hints
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,9 @@ def mutate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
     if subject is None or subject.policy is None:
         return ALLOW
     try:
-        result = mutate_object(request["object"] or {}, subject.policy, deps.policies.shared_names)
+        result = mutate_object(
+            request["object"] or {}, subject.policy, deps.policies.shared_names, placement=deps.placement
+        )
     except ShapeError as e:
         return deny(f"{subject.target.describe()}: {e}", code=400)
     except AdmissionDenied as e:

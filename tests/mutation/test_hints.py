@@ -215,7 +215,7 @@ def snapshots(draw: st.DrawFn) -> CapacityView:
     return view(draw(st.floats(0, 600)), nodes)
 
 
-PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @PROPERTY

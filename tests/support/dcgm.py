@@ -94,7 +94,9 @@ class FakeExporter:
         self.gpus = tuple(gpus)
         self._scrapes: Iterator[int] = itertools.count()
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-dcgm", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="fake-dcgm", daemon=True
+        )
 
     @property
     def target(self) -> str:

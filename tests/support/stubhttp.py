@@ -34,7 +34,9 @@ class StubServer:
         self._answer = answer
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="stub-http", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="stub-http", daemon=True
+        )
         self._thread.start()
 
     @property

@@ -179,6 +179,8 @@ def test_the_table_prints_each_policy_ready_to_apply(fleet: Fleet, tmp_path: Pat
         ((), "needs --prometheus-url"),
         (("--prometheus-url", "http://127.0.0.1:1", "--window", "7 days"), "is not a Prometheus duration"),
         (("--prometheus-url", "http://127.0.0.1:1", "--modes", "mig,magic"), "'magic' is not a sharing mode"),
+        (("--prometheus-url", "http://127.0.0.1:1", "--headroom", "0.5"), "--headroom must be at least 1"),
+        (("--prometheus-url", "http://127.0.0.1:1", "--idle-below", "60"), "--idle-below <= --busy-above"),
         (("--prometheus-url", "http://127.0.0.1:1", "--prometheus-timeout", "1"), "cannot reach Prometheus"),
     ],
 )

@@ -65,9 +65,8 @@ def command(args: argparse.Namespace) -> int:
     client = PrometheusClient(settings)
     window, selector = Window.parse(args.window), check_selector(args.selector)
     labels, capabilities = pod_labels(args.pod_labels), Capabilities(_modes(args.modes), args.replicas)
-    owners = OwnerIndex(read_inventory(args.inventory))
+    owners, thresholds = OwnerIndex(read_inventory(args.inventory)), _thresholds(args)
     reading = read_fleet(client, window, pod_labels=labels, selector=selector)
-    thresholds = Thresholds(args.idle_below, args.busy_above, args.headroom)
     report = build_report(reading, owners, thresholds, capabilities, client.url)
     if args.html:
         timelines = namespace_timelines(read_timeline(client, reading, selector), labels)
@@ -82,6 +81,14 @@ def _output(report: Report, output: str) -> str:
     if output == "json":
         return orjson.dumps(as_json(report), option=orjson.OPT_INDENT_2).decode() + "\n"
     return render.table(report)
+
+
+def _thresholds(args: argparse.Namespace) -> Thresholds:
+    if not 0 <= args.idle_below <= args.busy_above <= 100:
+        raise ConfigError("need 0 <= --idle-below <= --busy-above <= 100")
+    if args.headroom < 1:
+        raise ConfigError(f"--headroom must be at least 1, got {args.headroom:g}")
+    return Thresholds(args.idle_below, args.busy_above, args.headroom)
 
 
 def _modes(text: str) -> tuple[SharingMode, ...]:

@@ -8,7 +8,7 @@ from webhook.errors import ConfigError
 from webhook.utilization import cards
 from webhook.utilization.labels import PodRef, device_of, pod_reader
 from webhook.utilization.owners import OwnerIndex, Workload, owner_from_name
-from webhook.utilization.promql import Window, check_selector, window_queries
+from webhook.utilization.promql import Window, check_selector, timeline_queries, window_queries
 
 
 @pytest.mark.parametrize(
@@ -183,3 +183,12 @@ def test_selectors_are_the_labels_every_pod_shares_without_controller_bookkeepin
     assert index.selector(workload, ["a", "b"]) == {"app": "nb", "team": "x"}
     assert index.selector(workload, ["a", "unknown"]) is None
     assert index.selector(workload, ["c"]) is None  # nothing left to select by
+
+
+@pytest.mark.parametrize(
+    ("step", "range_"), [(10080.0, "[10080000ms]"), (0.3333, "[333ms]"), (0.0001, "[1ms]")]
+)
+def test_timeline_steps_average_over_exactly_one_step(step: float, range_: str) -> None:
+    queries = timeline_queries(step, '{cluster="a"}')
+    assert queries["util"] == f'avg_over_time(DCGM_FI_DEV_GPU_UTIL{{cluster="a"}}{range_})'
+    assert queries["active"].endswith(f"{range_}) * 100")

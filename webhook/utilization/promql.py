@@ -73,6 +73,10 @@ def current_queries(selector: str = "") -> Mapping[str, str]:
     return {"present": used, "memory_total": f"{used} + {free}"}
 
 
-def timeline_queries(selector: str = "") -> Mapping[str, str]:
-    """Raw utilization series for charts over time (query_range)."""
-    return {"util": GPU_UTIL + selector, "active": f"{ENGINE_ACTIVE}{selector} * 100"}
+def timeline_queries(step_seconds: float, selector: str = "") -> Mapping[str, str]:
+    """Utilization averaged over each step, for charts over time (query_range with that step)."""
+    step = f"{max(round(step_seconds * 1000), 1)}ms"
+    return {
+        "util": f"avg_over_time({GPU_UTIL}{selector}[{step}])",
+        "active": f"avg_over_time({ENGINE_ACTIVE}{selector}[{step}]) * 100",
+    }

@@ -32,10 +32,10 @@ def read_fleet(
 def read_timeline(
     client: PrometheusClient, reading: FleetReading, selector: str = ""
 ) -> dict[str, list[Series]]:
-    """Raw utilization series across the reading's window, about TIMELINE_POINTS points each."""
+    """Utilization series across the reading's window, TIMELINE_POINTS steps, each its step's mean."""
     start = reading.at - reading.window.seconds
     step = reading.window.seconds / TIMELINE_POINTS
     return {
         name: client.query_range(promql, start, reading.at, step)
-        for name, promql in timeline_queries(selector).items()
+        for name, promql in timeline_queries(step, selector).items()
     }

@@ -163,6 +163,16 @@ def test_busy_neighbours_keep_candidates_out_without_labels_and_get_a_selector_w
     assert rec.policy["spec"]["priority"] > 10
 
 
+@pytest.mark.parametrize(
+    ("namespace", "pod"),
+    [("team-*", "nb-0"), ("ml", "x\nspec: {}"), ("ML", "nb-0"), ("ml", "../../etc-0"), ("a" * 64, "nb-0")],
+)
+def test_names_kubernetes_would_refuse_get_no_policy(namespace: str, pod: str) -> None:
+    report = _report(row(pod=pod, namespace=namespace))
+    assert report.recommendations == ()
+    assert report.notes and "invalid names" in report.notes[0]
+
+
 def test_the_report_orders_idle_namespaces_first_and_totals_what_it_frees() -> None:
     report = _report(
         row(index=0, pod="t-0", namespace="busy", util=BUSY),

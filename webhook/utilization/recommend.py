@@ -10,6 +10,7 @@ would not leave them alone.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,9 @@ from webhook.utilization.advice import Capabilities, Fit, Need, fit, fit_mode, g
 from webhook.utilization.analysis import NamespaceUsage, Thresholds, WorkloadUsage
 from webhook.utilization.owners import OwnerIndex, Workload
 from webhook.utilization.policydoc import policy_document, policy_name
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,11 @@ def advise(
     candidates = [w for w in usage.workloads if fits[w.workload] is not None]
     if not candidates:
         return Advice((), ())
+    # Names come from metric labels, which anyone who can run an exporter can write: a policy
+    # is only ever written for names Kubernetes itself would allow.
+    odd = [w.workload for w in usage.workloads if not _valid(w.workload)]
+    if odd:
+        return Advice((), (f"no advice for namespace {usage.namespace!r}: invalid names {odd[:3]!r}",))
     whole = _namespace_wide(usage, candidates, thresholds, capabilities, window)
     if whole is not None:
         return Advice((whole,), ())
@@ -110,6 +119,10 @@ def _recommendation(
         selector=selector,
         policy=policy_document(name, namespace, chosen, selector, advice),
     )
+
+
+def _valid(workload: Workload) -> bool:
+    return bool(_DNS_LABEL.match(workload.namespace) and _DNS_SUBDOMAIN.match(workload.name))
 
 
 def _unselectable(usage: WorkloadUsage) -> str:

@@ -165,7 +165,15 @@ def test_busy_neighbours_keep_candidates_out_without_labels_and_get_a_selector_w
 
 @pytest.mark.parametrize(
     ("namespace", "pod"),
-    [("team-*", "nb-0"), ("ml", "x\nspec: {}"), ("ML", "nb-0"), ("ml", "../../etc-0"), ("a" * 64, "nb-0")],
+    [
+        ("team-*", "nb-0"),
+        ("ml", "x\nspec: {}"),
+        ("ML", "nb-0"),
+        ("ml", "../../etc-0"),
+        ("a" * 64, "nb-0"),
+        ("ml\n", "nb-0"),
+        ("ml", "nb\n-0"),
+    ],
 )
 def test_names_kubernetes_would_refuse_get_no_policy(namespace: str, pod: str) -> None:
     report = _report(row(pod=pod, namespace=namespace))

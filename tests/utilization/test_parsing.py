@@ -19,7 +19,7 @@ def test_windows_are_prometheus_durations(text: str, seconds: float) -> None:
     assert Window.parse(text).seconds == seconds
 
 
-@pytest.mark.parametrize("text", ["", "7", "d", "7 d", "-1h", "1.5h", "7d]", "0s", "1h; drop"])
+@pytest.mark.parametrize("text", ["", "7", "d", "7 d", "-1h", "1.5h", "7d]", "0s", "1h; drop", "7d\n"])
 def test_anything_else_is_refused_before_it_reaches_promql(text: str) -> None:
     with pytest.raises(ConfigError, match="window"):
         Window.parse(text)
@@ -35,6 +35,7 @@ def test_anything_else_is_refused_before_it_reaches_promql(text: str) -> None:
         ("{cluster=prod}", False),
         ('{cluster="prod"} or up', False),
         ('cluster="prod"', False),
+        ('{cluster="prod"}\n', False),
     ],
 )
 def test_selectors_are_label_matchers_only(selector: str, ok: bool) -> None:

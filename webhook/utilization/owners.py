@@ -18,10 +18,10 @@ from webhook.types import KubeObject
 
 _SAFE = "[bcdfghjklmnpqrstvwxz2456789]"
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("CronJob", re.compile(rf"^(?P<name>.+)-[0-9]{{8,}}-{_SAFE}{{5}}$")),
-    ("Deployment", re.compile(rf"^(?P<name>.+)-{_SAFE}{{6,10}}-{_SAFE}{{5}}$")),
-    ("Job", re.compile(rf"^(?P<name>.+)-{_SAFE}{{5}}$")),
-    ("StatefulSet", re.compile(r"^(?P<name>.+)-[0-9]{1,4}$")),
+    ("CronJob", re.compile(rf"(?P<name>.+)-[0-9]{{8,}}-{_SAFE}{{5}}")),
+    ("Deployment", re.compile(rf"(?P<name>.+)-{_SAFE}{{6,10}}-{_SAFE}{{5}}")),
+    ("Job", re.compile(rf"(?P<name>.+)-{_SAFE}{{5}}")),
+    ("StatefulSet", re.compile(r"(?P<name>.+)-[0-9]{1,4}")),
 )
 # Labels controllers put on every pod that say nothing about which workload it is.
 VOLATILE_LABELS = frozenset(
@@ -51,7 +51,7 @@ class Workload:
 
 def owner_from_name(namespace: str, pod: str) -> Workload:
     for kind, pattern in _PATTERNS:
-        match = pattern.match(pod)
+        match = pattern.fullmatch(pod)
         if match:
             return Workload(namespace, kind, match["name"])
     return Workload(namespace, "Pod", pod)

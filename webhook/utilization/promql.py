@@ -20,9 +20,9 @@ MEMORY_USED = "DCGM_FI_DEV_FB_USED"
 MEMORY_FREE = "DCGM_FI_DEV_FB_FREE"
 P95 = 0.95
 
-_DURATION = re.compile(r"^(?:[0-9]+(?:ms|s|m|h|d|w|y))+$")
+_DURATION = re.compile(r"(?:[0-9]+(?:ms|s|m|h|d|w|y))+")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
-_SELECTOR = re.compile(r'^\{\s*(?:[A-Za-z_][A-Za-z0-9_]*\s*(?:=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*,?\s*)*\}$')
+_SELECTOR = re.compile(r'\{\s*(?:[A-Za-z_][A-Za-z0-9_]*\s*(?:=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*,?\s*)*\}')
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class Window:
 
     @classmethod
     def parse(cls, text: str) -> Window:
-        if not _DURATION.match(text):
+        if not _DURATION.fullmatch(text):
             raise ConfigError(f"window {text!r} is not a Prometheus duration like 30m, 24h or 7d")
         seconds = sum(
             int(number) * _UNIT_SECONDS[unit]
@@ -47,7 +47,7 @@ class Window:
 
 def check_selector(selector: str) -> str:
     """A label selector like `{cluster="prod"}` added to every metric; empty means all series."""
-    if selector and not _SELECTOR.match(selector):
+    if selector and not _SELECTOR.fullmatch(selector):
         raise ConfigError(f'selector {selector!r} is not a PromQL label selector like {{cluster="prod"}}')
     return selector
 

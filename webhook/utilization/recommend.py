@@ -20,8 +20,8 @@ from webhook.utilization.analysis import NamespaceUsage, Thresholds, WorkloadUsa
 from webhook.utilization.owners import OwnerIndex, Workload
 from webhook.utilization.policydoc import policy_document, policy_name
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"(?=.{1,253}\Z)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ def _recommendation(
 
 
 def _valid(workload: Workload) -> bool:
-    return bool(_DNS_LABEL.match(workload.namespace) and _DNS_SUBDOMAIN.match(workload.name))
+    return bool(_DNS_LABEL.fullmatch(workload.namespace) and _DNS_SUBDOMAIN.fullmatch(workload.name))
 
 
 def _unselectable(usage: WorkloadUsage) -> str:

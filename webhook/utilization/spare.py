@@ -7,6 +7,7 @@ against used + free. Rows of the same GPU for several pods describe one GPU.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ from webhook.utilization.capacity import CapacitySnapshot, NodeCapacity
 from webhook.utilization.cards import product_label
 from webhook.utilization.labels import Device
 from webhook.utilization.usage import DeviceUsage, FleetReading
+
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 
 
 @dataclass
@@ -37,11 +40,15 @@ def capacity_snapshot(reading: FleetReading) -> CapacitySnapshot:
 
 
 def node_capacities(rows: Sequence[DeviceUsage]) -> tuple[NodeCapacity, ...]:
+    """Spare capacity per node; nodes whose name could not be a label value are left out, so a
+    hint built from a hostile or mangled Hostname label can never make a pod invalid."""
     gpus = _gpus(rows)
     by_node: dict[str, list[_Gpu]] = defaultdict(list)
     for found in gpus.values():
         by_node[found.device.node].append(found)
-    return tuple(_node(node, found) for node, found in sorted(by_node.items()))
+    return tuple(
+        _node(node, found) for node, found in sorted(by_node.items()) if _LABEL_VALUE.fullmatch(node)
+    )
 
 
 def _gpus(rows: Sequence[DeviceUsage]) -> dict[tuple[str, str, str, str], _Gpu]:

@@ -186,6 +186,14 @@ def test_hints_never_touch_required_terms_or_the_users_preferences() -> None:
     assert result[PREFERRED][0] == mine and len(result[PREFERRED]) == 2
 
 
+def test_a_ranked_snapshot_answers_as_an_unranked_one() -> None:
+    ranked = CapacitySnapshot(NOW, NODES).rank_all()
+    for kind in ("whole", "shared", "mig:1g.10gb", "mig:3g.40gb", "mig:7g.80gb"):
+        for demand in (1, 2, 3):
+            fresh = CapacitySnapshot(NOW, NODES).best_nodes(kind, demand, 3, lambda _: True)
+            assert ranked.best_nodes(kind, demand, 3, lambda _: True) == fresh
+
+
 def test_the_freshness_bound_is_inclusive() -> None:
     assert view(age=300).fresh and not view(age=300.001).fresh
 

@@ -40,15 +40,37 @@ class NodeCapacity:
 class CapacitySnapshot:
     taken_at: float  # unix seconds
     nodes: tuple[NodeCapacity, ...] = ()
+    # Rankings per kind, computed on first use: a snapshot serves many requests.
+    _ranked: dict[str, tuple[tuple[float, NodeCapacity], ...]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def best_nodes(
         self, kind: str, demand: int, count: int, allowed: Callable[[NodeCapacity], bool]
     ) -> tuple[str, ...]:
         """Up to `count` allowed nodes that can hold `demand` of `kind`, most spare first."""
-        minimum = demand * SHARED_MINIMUM if kind == SHARED else demand
-        fitting = [n for n in self.nodes if n.spare(kind) >= max(minimum, 1e-9) and allowed(n)]
-        fitting.sort(key=lambda n: (-n.spare(kind), n.node))
-        return tuple(n.node for n in fitting[:count])
+        minimum = max(demand * SHARED_MINIMUM if kind == SHARED else demand, 1e-9)
+        chosen: list[str] = []
+        for spare, node in self._ranking(kind):
+            if spare < minimum or len(chosen) == count:
+                break
+            if allowed(node):
+                chosen.append(node.node)
+        return tuple(chosen)
+
+    def rank_all(self) -> CapacitySnapshot:
+        """Rank every kind present now, so no request pays for sorting (call off the request path)."""
+        profiles = {MIG + profile for n in self.nodes for profile in n.free_mig}
+        for kind in (WHOLE, SHARED, *sorted(profiles)):
+            self._ranking(kind)
+        return self
+
+    def _ranking(self, kind: str) -> tuple[tuple[float, NodeCapacity], ...]:
+        ranked = self._ranked.get(kind)
+        if ranked is None:
+            scored = ((n.spare(kind), n) for n in self.nodes)
+            ranked = self._ranked[kind] = tuple(sorted(scored, key=lambda p: (-p[0], p[1].node)))
+        return ranked
 
 
 @dataclass(frozen=True)

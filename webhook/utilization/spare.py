@@ -36,7 +36,7 @@ class _Gpu:
 
 
 def capacity_snapshot(reading: FleetReading) -> CapacitySnapshot:
-    return CapacitySnapshot(reading.at, node_capacities(reading.rows))
+    return CapacitySnapshot(reading.at, node_capacities(reading.rows)).rank_all()
 
 
 def node_capacities(rows: Sequence[DeviceUsage]) -> tuple[NodeCapacity, ...]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from webhook import __version__, certs, manifests
 from webhook.audit.commands import add_audit_commands, add_audit_serve_options, audit_settings
-from webhook.commands import policies, review, test
+from webhook.commands import advise, policies, review, test
 from webhook.config import (
     DEFAULT_MAX_STALENESS_SECONDS,
     DEFAULT_NAMESPACE,
@@ -22,6 +22,7 @@ from webhook.config import (
 )
 from webhook.errors import WebhookError
 from webhook.quota.commands import add_quota_commands
+from webhook.utilization.options import add_serve_options, serve_settings
 
 ENV_PREFIX = "GPU_WEBHOOK_"
 Command = Callable[[argparse.Namespace], int]
@@ -52,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     manifests.add_command(commands)
     add_audit_commands(commands)
     add_quota_commands(commands)
+    advise.add_parser(commands)
     return parser
 
 
@@ -105,6 +107,7 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     serve.add_argument("--failure-mode", choices=["closed", "open"], default=env("failure-mode", "closed"))
     add_audit_serve_options(serve, env)
     _add_cluster_options(serve)
+    add_serve_options(serve, env)
     serve.set_defaults(command=_serve)
 
 
@@ -160,6 +163,7 @@ def _serve(args: argparse.Namespace) -> int:
         reservation_ttl_seconds=args.reservation_ttl,
         max_staleness_seconds=args.max_staleness,
         **audit_settings(args),
+        utilization=serve_settings(args),
     )
     serve(settings)
     return 0

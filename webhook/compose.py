@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
+import time
 from collections.abc import Callable
 
 from webhook.audit.setup import build_recorder
@@ -16,6 +18,9 @@ from webhook.quota.gauges import register_quota_gauges
 from webhook.review import ReviewDeps, ReviewSettings, review
 from webhook.service import Hook, Readiness, Service
 from webhook.types import AdmissionRequest, Endpoint
+from webhook.utilization.cache import CapacityCache, build_cache
+
+log = logging.getLogger(__name__)
 
 
 def build_service(settings: Settings) -> Service:
@@ -25,6 +30,7 @@ def build_service(settings: Settings) -> Service:
     watcher = PolicyWatcher(store, settings.policy_check_seconds)
     cluster = build_cluster_state(settings)
     register_quota_gauges(metrics, cluster, lambda: store.current.quotas)
+    capacity = _capacity_cache(settings, metrics, store)
     review_settings = ReviewSettings(
         settings.excluded_namespaces, settings.own_username, settings.advisory_webhook
     )
@@ -35,17 +41,18 @@ def build_service(settings: Settings) -> Service:
             settings=review_settings,
             namespace_labels=cluster.cache.namespace_labels,
             quota_gate=cluster.gate,
+            placement=capacity.view(time.time()) if capacity is not None else None,
         )
         return review(request, endpoint, deps)
 
     service = Service(
         review=run_review,
-        readiness=_readiness(store, cluster),
+        readiness=_readiness(store, cluster, capacity),
         metrics=metrics,
         max_body_bytes=settings.max_body_bytes,
         failure_mode=settings.failure_mode,
-        on_startup=(watcher.start, _hook(cluster.start)),
-        on_shutdown=(watcher.stop, _hook(cluster.stop)),
+        on_startup=(watcher.start, _hook(cluster.start), *((capacity.start,) if capacity else ())),
+        on_shutdown=(watcher.stop, _hook(cluster.stop), *((capacity.stop,) if capacity else ())),
         blocking_review=cluster.gate.mode == "strict",
     )
     audit = build_recorder(settings, metrics.registry, lambda: store.current.version)
@@ -60,15 +67,27 @@ def build_service(settings: Settings) -> Service:
     )
 
 
-def _readiness(store: PolicyStore, cluster: ClusterState) -> Callable[[], Readiness]:
+def _readiness(
+    store: PolicyStore, cluster: ClusterState, capacity: CapacityCache | None
+) -> Callable[[], Readiness]:
     def readiness() -> Readiness:
         cluster_ready, cluster_text = cluster.readiness()
         checks = {"policies": store.current.version, "cluster": cluster_text}
         if store.last_error:
             checks["policy_reload"] = f"rejected, last good set in force: {store.last_error}"
+        if capacity is not None:
+            checks["utilization"] = capacity.status(time.time())  # informational: never gates readiness
         return Readiness(ready=store.loaded and cluster_ready, checks=checks)
 
     return readiness
+
+
+def _capacity_cache(settings: Settings, metrics: Metrics, store: PolicyStore) -> CapacityCache | None:
+    if settings.utilization is not None:
+        return build_cache(settings.utilization, metrics)
+    if any(p.inject.prefer_underutilized for p in store.current.sharing):
+        log.warning("policies ask for placement hints (preferUnderutilized) but no --prometheus-url is set")
+    return None
 
 
 def _hook(action: Callable[[], None]) -> Hook:

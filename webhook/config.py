@@ -17,6 +17,28 @@ AuditFsync = Literal["always", "batch", "never"]
 QuotaConsistency = Literal["per-replica", "strict"]
 DEFAULT_RESERVATION_TTL_SECONDS = 30.0
 DEFAULT_MAX_STALENESS_SECONDS = 60.0
+PodLabels = Literal["auto", "plain", "exported"]
+
+
+@dataclass(frozen=True)
+class PrometheusSettings:
+    """Where DCGM exporter metrics are read: a Prometheus HTTP API (or Thanos, Mimir: same API)."""
+
+    url: str
+    bearer_token_file: Path | None = None
+    ca_file: Path | None = None
+    timeout_seconds: float = 5.0
+
+
+@dataclass(frozen=True)
+class UtilizationSettings:
+    """Live utilization for placement hints: read off the request path, trusted only while fresh."""
+
+    prometheus: PrometheusSettings
+    window: str = "10m"
+    refresh_seconds: float = 60.0
+    max_age_seconds: float = 300.0
+    pod_labels: PodLabels = "auto"
 
 
 @dataclass(frozen=True)
@@ -51,3 +73,4 @@ class Settings:
     namespace: str | None = None
     reservation_ttl_seconds: float = DEFAULT_RESERVATION_TTL_SECONDS
     max_staleness_seconds: float = DEFAULT_MAX_STALENESS_SECONDS
+    utilization: UtilizationSettings | None = None

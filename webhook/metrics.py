@@ -52,6 +52,26 @@ class Metrics:
             "How many policy sets have been loaded successfully by this process.",
             registry=self.registry,
         )
+        self.utilization_refresh_errors = Counter(
+            "gpu_webhook_utilization_refresh_errors",
+            "Failed reads of GPU utilization from Prometheus (placement hints then use older data or none).",
+            registry=self.registry,
+        )
+        self.utilization_up = Gauge(
+            "gpu_webhook_utilization_up",
+            "1 when the last read of GPU utilization from Prometheus succeeded, else 0.",
+            registry=self.registry,
+        )
+        self.utilization_last_success = Gauge(
+            "gpu_webhook_utilization_last_success_timestamp_seconds",
+            "Unix time of the last successful read of GPU utilization.",
+            registry=self.registry,
+        )
+        self.utilization_nodes = Gauge(
+            "gpu_webhook_utilization_nodes",
+            "GPU nodes in the current utilization snapshot.",
+            registry=self.registry,
+        )
         build = Gauge(
             "gpu_webhook_build_info",
             "Build information.",

@@ -43,4 +43,3 @@ def _flatten(documents: list[Any]) -> Iterator[KubeObject]:
             yield from _flatten(document["items"])
         else:
             yield document
-

@@ -21,6 +21,7 @@ from webhook.mutation.target import PodTarget, pod_target
 from webhook.policy.model import PolicySet, SharingPolicy
 from webhook.quota.gate import QuotaGate
 from webhook.types import AdmissionRequest, Endpoint, EnforcementAction
+from webhook.utilization.capacity import CapacityView
 from webhook.validation import builtin
 
 
@@ -54,6 +55,7 @@ class ReviewDeps:
     namespace_labels: Callable[[str], Mapping[str, str]] = _no_labels
     # Counts admitted pods against GPU quotas (and reserves them); None: quotas are not enforced.
     quota_gate: QuotaGate | None = None
+    placement: CapacityView | None = None  # spare GPU capacity, for policies with placement hints
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,9 @@ def mutate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
     if subject is None or subject.policy is None:
         return ALLOW
     try:
-        result = mutate_object(request["object"] or {}, subject.policy, deps.policies.shared_names)
+        result = mutate_object(
+            request["object"] or {}, subject.policy, deps.policies.shared_names, placement=deps.placement
+        )
     except ShapeError as e:
         return deny(f"{subject.target.describe()}: {e}", code=400)
     except AdmissionDenied as e:

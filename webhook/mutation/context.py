@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from webhook.mutation.needs import PodNeeds
 from webhook.policy.model import SharingPolicy
+from webhook.utilization.capacity import CapacityView
 
 
 @dataclass
@@ -15,6 +16,7 @@ class MutationContext:
     mode: str
     shared_names: tuple[str, ...] = ()
     warnings: dict[str, None] = field(default_factory=dict)
+    placement: CapacityView | None = None  # spare GPU capacity for placement hints, if known
 
     def warn(self, message: str) -> None:
         self.warnings[message] = None  # mutators run more than once; say each thing once

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from webhook.errors import EvaluationError
-from webhook.mutation import inject
+from webhook.mutation import hints, inject
 from webhook.mutation.checkpoint import checkpoint
 from webhook.mutation.context import MutationContext
 from webhook.mutation.diff import diff
@@ -25,6 +25,7 @@ from webhook.mutation.sharing import REWRITES
 from webhook.mutation.target import PodTarget, pod_target
 from webhook.policy.model import SharingPolicy
 from webhook.types import KubeObject, PatchOperation
+from webhook.utilization.capacity import CapacityView
 
 Mutator = Callable[[PodTarget, MutationContext], bool]
 PLACEMENT: tuple[Mutator, ...] = (
@@ -32,6 +33,7 @@ PLACEMENT: tuple[Mutator, ...] = (
     inject.tolerations,
     inject.required_affinity,
     inject.preferred_affinity,
+    hints.prefer_underutilized,
     inject.priority_class,
     inject.runtime_class,
     inject.add_labels,
@@ -59,7 +61,10 @@ def select_policy(
 
 
 def mutate_object(
-    obj: KubeObject, policy: SharingPolicy, shared_names: tuple[str, ...] = ()
+    obj: KubeObject,
+    policy: SharingPolicy,
+    shared_names: tuple[str, ...] = (),
+    placement: CapacityView | None = None,
 ) -> MutationResult:
     """Apply `policy` to the pod in `obj`; AdmissionDenied or ShapeError if it cannot be admitted."""
     mutated = clone(obj)
@@ -69,7 +74,7 @@ def mutate_object(
     needs = read_needs(target)
     opted_out = needs.opt_out and policy.sharing.allow_opt_out
     mode = "exclusive" if opted_out else policy.sharing.mode
-    context = MutationContext(policy, needs, mode, shared_names)
+    context = MutationContext(policy, needs, mode, shared_names, placement=placement)
     if needs.opt_out and not opted_out:
         context.warn(f"policy {policy.name} does not allow opting out of GPU sharing; sharing applied")
     run_to_fixed_point(target, _mutators(mode), context)

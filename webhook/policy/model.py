@@ -30,6 +30,14 @@ class Preference:
 
 
 @dataclass(frozen=True)
+class PreferUnderutilized:
+    """Placement hints toward the nodes with the most spare GPU capacity (opt-in)."""
+
+    weight: int
+    max_nodes: int = 3
+
+
+@dataclass(frozen=True)
 class Inject:
     tolerations: tuple[Mapping[str, Any], ...] = ()
     required: tuple[Mapping[str, Any], ...] = ()
@@ -40,6 +48,7 @@ class Inject:
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
     force: bool = False
+    prefer_underutilized: PreferUnderutilized | None = None
 
 
 @dataclass(frozen=True)

@@ -103,6 +103,13 @@ INJECT = _object(
         "labels": STRING_MAP,
         "annotations": STRING_MAP,
         "force": {"type": "boolean"},
+        "preferUnderutilized": _object(
+            {
+                "weight": {"type": "integer", "minimum": 1, "maximum": 100},
+                "maxNodes": {"type": "integer", "minimum": 1, "maximum": 50},
+            },
+            ("weight",),
+        ),
     }
 )
 RESOURCES = _object(

@@ -12,7 +12,7 @@ import orjson
 from webhook import gpu, quantity
 from webhook.errors import PolicyProblem
 from webhook.match import LabelSelector, Match, SelectorError, check_glob
-from webhook.policy.model import Checkpoint, Inject, Preference, Sharing, SharingPolicy
+from webhook.policy.model import Checkpoint, Inject, Preference, PreferUnderutilized, Sharing, SharingPolicy
 from webhook.policy.schemas import GPU_SHARING_POLICY
 from webhook.policy.source import Document, Path
 from webhook.policy.validate import schema_problems
@@ -24,6 +24,7 @@ _QUALIFIED = re.compile(
 )
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 MODES_WITH_MEMORY = ("mig", "hami", "kai")
+HOSTNAME = "kubernetes.io/hostname"
 SPEC: Path = ("spec",)
 
 
@@ -180,7 +181,27 @@ def _inject(checker: _Checker, raw: Mapping[str, Any], path: Path) -> Inject:
         labels=dict(raw.get("labels", {})),
         annotations=dict(raw.get("annotations", {})),
         force=raw.get("force", False),
+        prefer_underutilized=_prefer_underutilized(checker, raw, path),
     )
+
+
+def _prefer_underutilized(
+    checker: _Checker, raw: Mapping[str, Any], path: Path
+) -> PreferUnderutilized | None:
+    hints = raw.get("preferUnderutilized")
+    if hints is None:
+        return None
+    pinned = [
+        r
+        for r in raw.get("nodeAffinity", {}).get("required", [])
+        if r["key"] == HOSTNAME and r["operator"] == "In" and len(r.get("values", [])) == 1
+    ]
+    checker.check(
+        (*path, "preferUnderutilized"),
+        not pinned,
+        f"has no effect: nodeAffinity.required already pins one node by {HOSTNAME}",
+    )
+    return PreferUnderutilized(hints["weight"], hints.get("maxNodes", 3))
 
 
 def _toleration(checker: _Checker, raw: Mapping[str, Any], path: Path) -> None:

@@ -1,0 +1,100 @@
+"""Placement hints: prefer the nodes with the most spare GPU capacity of the kind a pod asks for.
+
+Opt-in per policy (`inject.preferUnderutilized`). The capacity snapshot comes in
+through the mutation context, read from a cache that is refreshed elsewhere; this
+module does no I/O. A hint is one preferred node-affinity term toward up to
+`maxNodes` nodes by `kubernetes.io/hostname`, chosen among the nodes the pod's
+own nodeSelector and required terms admit; required terms are never touched.
+
+A pod is hinted at most once: the hint is recorded in an annotation, and a pod
+that carries it is left alone, so a second pass (or a reinvocation that sees a
+newer snapshot) changes nothing. Stale or missing data adds nothing. Only Pods get
+hints: a workload template outlives any snapshot.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webhook import gpu, quantity
+from webhook.mutation.context import MutationContext
+from webhook.mutation.node_terms import HOSTNAME, admits, node_facts
+from webhook.mutation.resources import sections
+from webhook.mutation.target import PodTarget
+from webhook.utilization.capacity import MIG, SHARED, WHOLE, NodeCapacity
+
+HINTS_ANNOTATION = "gpuwebhook.io/placement-hints"
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+def prefer_underutilized(target: PodTarget, context: MutationContext) -> bool:
+    config = context.policy.inject.prefer_underutilized
+    view = context.placement
+    if config is None or view is None or target.kind != "Pod" or HINTS_ANNOTATION in target.annotations:
+        return False
+    if not view.fresh or target.spec.get("nodeName"):  # a bound pod is never scheduled
+        return False
+    wanted = requested_kind(target, context.mode, context.shared_names)
+    if wanted is None:
+        return False
+    kind, demand = wanted
+    nodes = view.snapshot.best_nodes(kind, demand, config.max_nodes, lambda n: _admitted(target, n))
+    if not nodes:
+        return False
+    _add_preference(target, config.weight, nodes)
+    target.metadata.setdefault("annotations", {})[HINTS_ANNOTATION] = ",".join(nodes)
+    return True
+
+
+def requested_kind(
+    target: PodTarget, mode: str, shared_names: tuple[str, ...] = ()
+) -> tuple[str, int] | None:
+    """What the (already rewritten) pod asks for: a MIG profile, whole GPUs, or a share."""
+    demand = {name: count for name, count in pod_demand(target, shared_names).items() if count > 0}
+    mig = sorted(name for name in demand if name.startswith(gpu.MIG_PREFIX))
+    if mig:
+        return MIG + mig[0].removeprefix(gpu.MIG_PREFIX), demand[mig[0]]
+    if mode == "exclusive":
+        return (WHOLE, demand[gpu.GPU]) if demand.get(gpu.GPU) else None
+    kai = gpu.KAI_FRACTION in target.annotations or gpu.KAI_MEMORY in target.annotations
+    return (SHARED, 1) if demand or kai else None
+
+
+def pod_demand(target: PodTarget, shared_names: tuple[str, ...] = ()) -> dict[str, int]:
+    """Per GPU resource, the larger of the app containers' sum and any one init container's."""
+    totals: dict[str, int] = {}
+    peaks: dict[str, int] = {}
+    for list_name, container in target.containers():
+        for name, count in _gpu_counts(container, shared_names).items():
+            if list_name == "containers" or container.get("restartPolicy") == "Always":
+                totals[name] = totals.get(name, 0) + count
+            else:
+                peaks[name] = max(peaks.get(name, 0), count)
+    return {name: max(totals.get(name, 0), peaks.get(name, 0)) for name in {*totals, *peaks}}
+
+
+def _gpu_counts(container: dict[str, Any], shared_names: tuple[str, ...]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for values in sections(container).values():
+        for name, value in values.items():
+            if gpu.is_gpu_resource(name, shared_names):
+                try:
+                    counts[name] = max(counts.get(name, 0), quantity.parse_count(value, name))
+                except quantity.QuantityError:
+                    continue  # the validating checks deny it; a hint need not
+    return counts
+
+
+def _admitted(target: PodTarget, node: NodeCapacity) -> bool:
+    return admits(target.spec, node.node, node_facts(node.node, node.products))
+
+
+def _add_preference(target: PodTarget, weight: int, nodes: tuple[str, ...]) -> None:
+    term = {
+        "weight": weight,
+        "preference": {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": list(nodes)}]},
+    }
+    node_affinity = target.spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+    preferred: list[dict[str, Any]] = node_affinity.setdefault(PREFERRED, [])
+    if term not in preferred:
+        preferred.append(term)

@@ -1,0 +1,1 @@
+"""Live GPU utilization from DCGM exporter metrics: idle-capacity advice and placement hints."""

@@ -85,7 +85,7 @@ def largest_profile(model: str) -> MigProfile:
 
 def parse_mig_resource(name: str) -> MigProfile | None:
     """The profile a resource name like nvidia.com/mig-3g.40gb stands for (max_instances unknown: 0)."""
-    match = _MIG_RESOURCE.match(name)
+    match = _MIG_RESOURCE.fullmatch(name)
     return MigProfile(int(match[1]), int(match[2]), 0) if match else None
 
 

@@ -149,7 +149,7 @@ def policies_data(directory: Path) -> dict[str, str]:
 
 def configmap_key(parts: tuple[str, ...]) -> str:
     key = KEY_SEPARATOR.join(parts)
-    if not _CONFIGMAP_KEY.match(key):
+    if not _CONFIGMAP_KEY.fullmatch(key):
         raise ConfigError(f"{'/'.join(parts)}: a ConfigMap key may hold only letters, digits, '-', '_', '.'")
     return key
 
@@ -230,7 +230,7 @@ def _tls_secret_name(deployment: Manifest) -> str:
 
 
 def _check_namespace(namespace: str) -> None:
-    if not _DNS_LABEL.match(namespace):
+    if not _DNS_LABEL.fullmatch(namespace):
         raise ConfigError(f"namespace {namespace!r} is not a valid DNS label")
 
 

@@ -29,7 +29,7 @@ class SelectorError(ValueError):
 
 
 def check_glob(pattern: str) -> None:
-    if not _GLOB.match(pattern):
+    if not _GLOB.fullmatch(pattern):
         raise SelectorError(
             "", f"{pattern!r} is not a namespace name or glob (lower-case, digits, '-', '*', '?')"
         )
@@ -80,7 +80,7 @@ class LabelSelector:
 
 def _requirement(path: str, raw: Mapping[str, Any]) -> Requirement:
     key, operator, values = raw.get("key", ""), raw.get("operator", ""), raw.get("values") or []
-    if not _LABEL_KEY.match(key):
+    if not _LABEL_KEY.fullmatch(key):
         raise SelectorError(f"{path}.key", f"{key!r} is not a valid label key")
     if operator not in OPERATORS:
         raise SelectorError(f"{path}.operator", f"{operator!r} is not one of {', '.join(OPERATORS)}")
@@ -94,9 +94,9 @@ def _requirement(path: str, raw: Mapping[str, Any]) -> Requirement:
 
 
 def _check_label(path: str, key: str, value: str) -> None:
-    if not _LABEL_KEY.match(key):
+    if not _LABEL_KEY.fullmatch(key):
         raise SelectorError(path, f"{key!r} is not a valid label key")
-    if not isinstance(value, str) or not _LABEL_VALUE.match(value):
+    if not isinstance(value, str) or not _LABEL_VALUE.fullmatch(value):
         raise SelectorError(path, f"{value!r} is not a valid label value")
 
 

@@ -189,3 +189,16 @@ def test_the_bundled_policies_load() -> None:
         "hami",
         "kai",
     }
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "  sharing: {mode: exclusive}\n  match: {namespaces: [\"ml\\n\"]}\n",
+        "  sharing: {mode: exclusive}\n  inject: {labels: {team: \"ml\\n\"}}\n",
+        "  sharing: {mode: exclusive}\n  inject: {priorityClassName: \"gpu\\n\"}\n",
+    ],
+)
+def test_a_trailing_newline_is_not_a_valid_name(tmp_path: Path, body: str) -> None:
+    _write(tmp_path, "p.yaml", HEADER + body)
+    assert _problems(tmp_path)

@@ -57,7 +57,7 @@ def compile_sharing_policy(document: Document) -> tuple[SharingPolicy | None, li
     checker = _Checker(document)
     spec = document.data["spec"]
     checker.check(
-        ("metadata", "name"), bool(_DNS_SUBDOMAIN.match(document.name)), "must be a DNS subdomain name"
+        ("metadata", "name"), bool(_DNS_SUBDOMAIN.fullmatch(document.name)), "must be a DNS subdomain name"
     )
     policy = SharingPolicy(
         name=document.name,
@@ -120,7 +120,7 @@ def _sharing(checker: _Checker, raw: Mapping[str, Any], path: Path) -> Sharing:
     if resource is not None:
         checker.check(
             (*path, "resourceName"),
-            bool(_RESOURCE_NAME.match(resource)),
+            bool(_RESOURCE_NAME.fullmatch(resource)),
             "must be an extended resource name like nvidia.com/gpu.shared",
         )
     model = raw.get("gpuModel")
@@ -166,7 +166,7 @@ def _inject(checker: _Checker, raw: Mapping[str, Any], path: Path) -> Inject:
             _node_requirement(checker, requirement, (*path, "nodeAffinity", key, index))
     for key in ("priorityClassName", "schedulerName", "runtimeClassName"):
         if key in raw:
-            checker.check((*path, key), bool(_DNS_SUBDOMAIN.match(raw[key])), "must be a DNS subdomain name")
+            checker.check((*path, key), bool(_DNS_SUBDOMAIN.fullmatch(raw[key])), "must be a DNS subdomain name")
     _metadata_map(checker, raw.get("labels", {}), (*path, "labels"), labels=True)
     _metadata_map(checker, raw.get("annotations", {}), (*path, "annotations"), labels=False)
     return Inject(
@@ -222,7 +222,7 @@ def _toleration(checker: _Checker, raw: Mapping[str, Any], path: Path) -> None:
 def _node_requirement(checker: _Checker, raw: Mapping[str, Any], path: Path) -> None:
     operator, values = raw["operator"], raw.get("values", [])
     checker.check(
-        (*path, "key"), bool(_QUALIFIED.match(raw["key"])), f"{raw['key']!r} is not a valid label key"
+        (*path, "key"), bool(_QUALIFIED.fullmatch(raw["key"])), f"{raw['key']!r} is not a valid label key"
     )
     if operator in ("In", "NotIn"):
         checker.check((*path, "values"), bool(values), f"operator {operator} needs at least one value")
@@ -237,10 +237,10 @@ def _node_requirement(checker: _Checker, raw: Mapping[str, Any], path: Path) -> 
 
 def _metadata_map(checker: _Checker, raw: Mapping[str, str], path: Path, *, labels: bool) -> None:
     for key, value in raw.items():
-        checker.check((*path, key), bool(_QUALIFIED.match(key)), f"{key!r} is not a valid key")
+        checker.check((*path, key), bool(_QUALIFIED.fullmatch(key)), f"{key!r} is not a valid key")
         if labels:
             checker.check(
-                (*path, key), bool(_LABEL_VALUE.match(value)), f"{value!r} is not a valid label value"
+                (*path, key), bool(_LABEL_VALUE.fullmatch(value)), f"{value!r} is not a valid label value"
             )
 
 

@@ -141,7 +141,7 @@ class _Parser:
     def name(self, metadata: object) -> str:
         meta = self.mapping(metadata, "metadata", required=True)
         name = meta.get("name")
-        if not isinstance(name, str) or not _NAME.match(name):
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
             self.problem("metadata.name", f"must be a lower-case DNS name, got {_show(name)}")
             return ""
         return name
@@ -229,7 +229,7 @@ class _Parser:
         found: list[tuple[str, Fraction]] = []
         for name, raw in value.items():
             where = field_path(path, str(name))
-            if not isinstance(name, str) or not _RESOURCE.match(name):
+            if not isinstance(name, str) or not _RESOURCE.fullmatch(name):
                 self.problem(where, f"{_show(name)} is not an extended resource name like nvidia.com/gpu")
                 continue
             amount = self.amount(raw, where)
@@ -272,7 +272,7 @@ class _Parser:
         found: list[tuple[str, int]] = []
         for name, raw in value.items():
             where = field_path(path, str(name))
-            if not isinstance(name, str) or not _RESOURCE.match(name):
+            if not isinstance(name, str) or not _RESOURCE.fullmatch(name):
                 self.problem(where, f"{_show(name)} is not an extended resource name")
             elif isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
                 self.problem(where, f"replicas must be a whole number of at least 1, got {_show(raw)}")

@@ -21,12 +21,14 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from webhook.admission import encode_response, parse_review
-from webhook.decision import Decision, deny
+from webhook.budget import budget_seconds
+from webhook.decision import Decision, failure_decision
 from webhook.errors import (
     AuditUnavailable,
     MalformedReview,
     PayloadTooLarge,
     RequestError,
+    RequestTimeout,
     UnsupportedMediaType,
 )
 from webhook.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -37,6 +39,7 @@ log = logging.getLogger("webhook.http")
 
 STATUS_BY_ERROR: dict[type[RequestError], int] = {
     MalformedReview: 400,
+    RequestTimeout: 408,
     PayloadTooLarge: 413,
     UnsupportedMediaType: 415,
 }
@@ -60,29 +63,79 @@ def build_app(service: Service) -> Starlette:
     )
 
 
+class Inflight:
+    """Reviews this worker has started and not yet answered (bodies fully read: a slow client
+    holds no slot); past the limit new ones are answered at once by the failure mode."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
 def admission_handler(service: Service, endpoint: Endpoint) -> Handler:
+    inflight = Inflight()
+
     async def handle(request: Request) -> Response:
         started = time.perf_counter()
+        deadline = started + budget_seconds(request.query_params.get("timeout"))
         log.debug("request received", extra={"endpoint": endpoint})
         try:
-            _check_content_type(request)
-            admission = parse_review(await read_body(request, service.max_body_bytes))
+            admission = await _read_review(request, service)
         except RequestError as e:
             return _reject(service, endpoint, e, started)
-        if service.blocking_review:
-            decision = await asyncio.to_thread(_decide, service, admission, endpoint)
-        else:
-            decision = _decide(service, admission, endpoint)
+        inflight.count += 1
         try:
-            decision = await service.record(admission, endpoint, decision, time.perf_counter() - started)
-        except AuditUnavailable as e:
-            service.metrics.observe(endpoint, "unrecorded", time.perf_counter() - started)
-            return error_response(503, str(e))
-        body = encode_response(admission["uid"], decision, endpoint)
-        _account(service, endpoint, admission, decision, started)
-        return Response(body, media_type=JSON)
+            return await _answer(service, endpoint, admission, started, deadline, inflight.count)
+        finally:
+            inflight.count -= 1
 
     return handle
+
+
+async def _answer(
+    service: Service,
+    endpoint: Endpoint,
+    admission: AdmissionRequest,
+    started: float,
+    deadline: float,
+    load: int,
+) -> Response:
+    decision = await _evaluate(service, admission, endpoint, deadline, load)
+    try:
+        decision = await service.record(admission, endpoint, decision, time.perf_counter() - started)
+    except AuditUnavailable as e:
+        service.metrics.observe(endpoint, "unrecorded", time.perf_counter() - started)
+        return error_response(503, str(e))
+    body = encode_response(admission["uid"], decision, endpoint)
+    _account(service, endpoint, admission, decision, started)
+    return Response(body, media_type=JSON)
+
+
+async def _read_review(request: Request, service: Service) -> AdmissionRequest:
+    _check_content_type(request)
+    try:
+        body = await asyncio.wait_for(
+            read_body(request, service.max_body_bytes), service.body_timeout_seconds
+        )
+    except TimeoutError:
+        raise RequestTimeout(f"body not received within {service.body_timeout_seconds:g}s") from None
+    return parse_review(body)
+
+
+async def _evaluate(
+    service: Service, admission: AdmissionRequest, endpoint: Endpoint, deadline: float, load: int
+) -> Decision:
+    """Review in time, or answer at once by the failure mode: shedding load beats timing out."""
+    if load > service.max_inflight:
+        return failure_decision(service.failure_mode, endpoint, "is overloaded", code=429)
+    remaining = deadline - time.perf_counter()
+    if remaining <= 0:
+        return failure_decision(service.failure_mode, endpoint, "ran out of time", code=504)
+    if not service.blocking_review:
+        return _decide(service, admission, endpoint)
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(_decide, service, admission, endpoint), remaining)
+    except TimeoutError:
+        return failure_decision(service.failure_mode, endpoint, "ran out of time", code=504)
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -116,9 +169,7 @@ def _decide(service: Service, admission: AdmissionRequest, endpoint: Endpoint) -
     except Exception:
         ref = uuid.uuid4().hex[:12]
         log.exception("review failed", extra={"ref": ref, "uid": admission["uid"], "endpoint": endpoint})
-        if service.failure_mode == "open" or endpoint == "advisory":
-            return Decision(allowed=True, warnings=(f"gpu-webhook internal error (ref {ref}); allowed",))
-        return deny(f"gpu-webhook internal error (ref {ref}); failing closed", code=500)
+        return failure_decision(service.failure_mode, endpoint, f"internal error (ref {ref})", code=500)
 
 
 def _reject(service: Service, endpoint: Endpoint, error: RequestError, started: float) -> Response:

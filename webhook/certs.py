@@ -22,6 +22,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from webhook.errors import CertError
 
 CA_CERT, CA_KEY, TLS_CERT, TLS_KEY = "ca.crt", "ca.key", "tls.crt", "tls.key"
+CLIENT_CERT, CLIENT_KEY = "client.crt", "client.key"
 CA_DAYS = 3650
 LOOPBACK_NAMES = ("localhost",)
 LOOPBACK_IPS = ("127.0.0.1", "::1")
@@ -136,6 +137,23 @@ def _issue_serving(
     # The key goes first: a reader that sees the new certificate must also find its key.
     _write(out / TLS_KEY, _key_pem(key), private=True)
     _write(out / TLS_CERT, _cert_pem(cert), private=False)
+
+
+def issue_client(ca_dir: Path, out: Path, name: str, *, days: int) -> None:
+    """A client certificate from the CA in `ca_dir`, for kube-apiserver's admission kubeconfig
+    when the server runs with --client-ca; written as client.crt and client.key."""
+    ca_cert, ca_key = _load_ca(ca_dir)
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    builder = _base_builder(subject, ca_cert.subject, key.public_key(), days)
+    builder = builder.add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+    builder = builder.add_extension(_key_usage(ca=False), critical=True)
+    builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+    authority = x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key())
+    cert = builder.add_extension(authority, critical=False).sign(ca_key, hashes.SHA256())
+    out.mkdir(parents=True, exist_ok=True)
+    _write(out / CLIENT_KEY, _key_pem(key), private=True)
+    _write(out / CLIENT_CERT, _cert_pem(cert), private=False)
 
 
 def _ca_certificate(key: ec.EllipticCurvePrivateKey, name: str, *, days: int) -> x509.Certificate:

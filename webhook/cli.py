@@ -104,6 +104,24 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=env("advisory-webhook", "false"),
         help="a separate webhook calls /validate-advisory, so /validate answers only deny policies",
     )
+    serve.add_argument(
+        "--client-ca",
+        type=Path,
+        default=env("client-ca"),
+        help="require client certificates signed by this CA (kube-apiserver's admission kubeconfig)",
+    )
+    serve.add_argument(
+        "--body-timeout-seconds",
+        type=_positive_seconds,
+        default=env("body-timeout-seconds", "10"),
+        help="a client must send its whole body within this time, or gets 408",
+    )
+    serve.add_argument(
+        "--max-inflight",
+        type=int,
+        default=env("max-inflight", "256"),
+        help="reviews a worker runs at once; beyond it, requests are answered by --failure-mode at once",
+    )
     serve.add_argument("--failure-mode", choices=["closed", "open"], default=env("failure-mode", "closed"))
     add_audit_serve_options(serve, env)
     _add_cluster_options(serve)
@@ -156,6 +174,9 @@ def _serve(args: argparse.Namespace) -> int:
         excluded_namespaces=args.exclude_namespaces,
         own_username=args.own_username,
         advisory_webhook=args.advisory_webhook,
+        client_ca=args.client_ca,
+        body_timeout_seconds=args.body_timeout_seconds,
+        max_inflight=args.max_inflight,
         inventory=args.inventory,
         quota_consistency=args.quota_consistency,
         kubeconfig=args.kubeconfig,
@@ -185,6 +206,12 @@ def _add_certs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     rotate.add_argument("--service", help="rename the certificate; default: keep the current names")
     rotate.add_argument("--namespace", help="with --service")
     rotate.set_defaults(command=_certs_rotate)
+    client = actions.add_parser("client", help="issue a client certificate from a CA, for --client-ca")
+    client.add_argument("--ca-dir", type=Path, required=True, help="holds ca.crt and ca.key")
+    client.add_argument("--out", type=Path, required=True, help="where client.crt and client.key go")
+    client.add_argument("--name", default="kube-apiserver", help="the certificate's common name")
+    client.add_argument("--days", type=_positive, default=365)
+    client.set_defaults(command=_certs_client)
     show = actions.add_parser("show", help="print subjects, SANs, expiry and the caBundle")
     show.add_argument("--dir", type=Path, required=True)
     show.set_defaults(command=_certs_show)
@@ -199,6 +226,12 @@ def _certs_generate(args: argparse.Namespace) -> int:
 def _certs_rotate(args: argparse.Namespace) -> int:
     certs.rotate(args.dir, days=args.days, service=args.service, namespace=args.namespace)
     print(f"rotated {args.dir}/tls.crt and tls.key; the CA is unchanged")
+    return 0
+
+
+def _certs_client(args: argparse.Namespace) -> int:
+    certs.issue_client(args.ca_dir, args.out, args.name, days=args.days)
+    print(f"wrote {args.out}/client.crt and client.key for {args.name!r}")
     return 0
 
 

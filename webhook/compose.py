@@ -54,6 +54,8 @@ def build_service(settings: Settings) -> Service:
         on_startup=(watcher.start, _hook(cluster.start), *((capacity.start,) if capacity else ())),
         on_shutdown=(watcher.stop, _hook(cluster.stop), *((capacity.stop,) if capacity else ())),
         blocking_review=cluster.gate.mode == "strict",
+        body_timeout_seconds=settings.body_timeout_seconds,
+        max_inflight=settings.max_inflight,
     )
     audit = build_recorder(settings, metrics.registry, lambda: store.current.version)
     if audit is None:

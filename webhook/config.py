@@ -58,6 +58,9 @@ class Settings:
     excluded_namespaces: tuple[str, ...] = ("kube-system", DEFAULT_NAMESPACE)
     own_username: str | None = None
     advisory_webhook: bool = False
+    client_ca: Path | None = None
+    body_timeout_seconds: float = 10.0
+    max_inflight: int = 256
     failure_mode: FailureMode = "closed"
     audit_fsync: AuditFsync = "batch"
     audit_max_bytes: int = 100 * MiB

@@ -11,7 +11,15 @@ from webhook.types import EnforcementAction, KubeObject, PatchOperation
 WARNING_MAX_CHARS = 120
 WARNINGS_TOTAL_MAX_CHARS = 4096
 MESSAGE_MAX_CHARS = 4096
-REASONS = {400: "BadRequest", 403: "Forbidden", 422: "Invalid", 429: "TooManyRequests"}
+REASONS = {
+    400: "BadRequest",
+    403: "Forbidden",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,15 @@ ALLOW = Decision(allowed=True)
 def deny(message: str, *, code: int = 403, findings: tuple[Finding, ...] = ()) -> Decision:
     text = clean_text(message, MESSAGE_MAX_CHARS) or "denied by policy"
     return Decision(allowed=False, code=code, message=text, findings=findings)
+
+
+def failure_decision(mode: str, endpoint: str, why: str, *, code: int) -> Decision:
+    """What we answer when we cannot review: the operator's failure mode decides; advisory never denies."""
+    if mode == "open" or endpoint == "advisory":
+        return Decision(
+            allowed=True, warnings=clamp_warnings([f"gpu-webhook {why}; admitted without review"])
+        )
+    return deny(f"gpu-webhook {why}; failing closed", code=code)
 
 
 def clamp_warnings(warnings: Iterable[str]) -> tuple[str, ...]:

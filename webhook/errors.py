@@ -21,6 +21,10 @@ class PayloadTooLarge(RequestError):
     """The body exceeds the configured size limit."""
 
 
+class RequestTimeout(RequestError):
+    """The client did not send its body in time (a slow or stalled client)."""
+
+
 class UnsupportedMediaType(RequestError):
     """The body is not declared as JSON."""
 

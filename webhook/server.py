@@ -65,13 +65,18 @@ def create_app(settings: Settings) -> Starlette:
 
 
 def tls_context(settings: Settings, _config: Any, _default: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
-    return ReloadingContext(settings.cert_dir, check_seconds=settings.cert_check_seconds).context
+    reloading = ReloadingContext(
+        settings.cert_dir, check_seconds=settings.cert_check_seconds, client_ca=settings.client_ca
+    )
+    return reloading.context
 
 
 def _prepare_certs(settings: Settings) -> None:
     if settings.dev_certs and certs.ensure_dev_certs(settings.cert_dir, DEFAULT_SERVICE, DEFAULT_NAMESPACE):
         log.info("generated development certificates", extra={"dir": str(settings.cert_dir)})
     try:
-        server_context(settings.cert_dir / certs.TLS_CERT, settings.cert_dir / certs.TLS_KEY)
+        server_context(
+            settings.cert_dir / certs.TLS_CERT, settings.cert_dir / certs.TLS_KEY, settings.client_ca
+        )
     except (OSError, ssl.SSLError) as e:
         raise CertError(f"cannot load {settings.cert_dir}/tls.crt and tls.key: {e}") from e

@@ -39,3 +39,5 @@ class Service:
     record: RecordHook = unrecorded
     # Strict quota mode calls the Kubernetes API inside a review: run reviews in a thread then.
     blocking_review: bool = False
+    body_timeout_seconds: float = 10.0
+    max_inflight: int = 256

@@ -194,9 +194,9 @@ def test_the_bundled_policies_load() -> None:
 @pytest.mark.parametrize(
     "body",
     [
-        "  sharing: {mode: exclusive}\n  match: {namespaces: [\"ml\\n\"]}\n",
-        "  sharing: {mode: exclusive}\n  inject: {labels: {team: \"ml\\n\"}}\n",
-        "  sharing: {mode: exclusive}\n  inject: {priorityClassName: \"gpu\\n\"}\n",
+        '  sharing: {mode: exclusive}\n  match: {namespaces: ["ml\\n"]}\n',
+        '  sharing: {mode: exclusive}\n  inject: {labels: {team: "ml\\n"}}\n',
+        '  sharing: {mode: exclusive}\n  inject: {priorityClassName: "gpu\\n"}\n',
     ],
 )
 def test_a_trailing_newline_is_not_a_valid_name(tmp_path: Path, body: str) -> None:

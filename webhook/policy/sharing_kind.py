@@ -166,7 +166,9 @@ def _inject(checker: _Checker, raw: Mapping[str, Any], path: Path) -> Inject:
             _node_requirement(checker, requirement, (*path, "nodeAffinity", key, index))
     for key in ("priorityClassName", "schedulerName", "runtimeClassName"):
         if key in raw:
-            checker.check((*path, key), bool(_DNS_SUBDOMAIN.fullmatch(raw[key])), "must be a DNS subdomain name")
+            checker.check(
+                (*path, key), bool(_DNS_SUBDOMAIN.fullmatch(raw[key])), "must be a DNS subdomain name"
+            )
     _metadata_map(checker, raw.get("labels", {}), (*path, "labels"), labels=True)
     _metadata_map(checker, raw.get("annotations", {}), (*path, "annotations"), labels=False)
     return Inject(

@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEV_CERTS := certs/dev
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: run test lint typecheck unit clean
+.PHONY: run test lint typecheck unit fuzz soak clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "gpu-webhook needs Python 3.11 or newer")'
@@ -31,14 +31,28 @@ run: $(STAMP) $(DEV_CERTS)/tls.crt
 test: lint typecheck unit
 
 lint: $(STAMP)
-	$(BIN)/ruff check webhook tests bench
-	$(BIN)/ruff format --check webhook tests bench
+	$(BIN)/ruff check webhook tests bench fuzz
+	$(BIN)/ruff format --check webhook tests bench fuzz
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict
 
 unit: $(STAMP) $(DEV_CERTS)/tls.crt
 	$(BIN)/pytest
+
+# On demand: coverage-guided fuzzing of the review path with atheris.
+# FUZZ_TARGET=review (raw bodies) or structured (valid reviews with parts replaced); FUZZ_SECONDS each.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGET ?= review
+fuzz: $(STAMP)
+	$(PIP) install --quiet 'atheris>=2.3'
+	mkdir -p .fuzz-corpus/$(FUZZ_TARGET) && cp -n fuzz/corpus/* .fuzz-corpus/$(FUZZ_TARGET)/
+	$(BIN)/python fuzz/fuzz_$(FUZZ_TARGET).py .fuzz-corpus/$(FUZZ_TARGET) -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048
+
+# On demand: ten minutes of mixed load with policy reloads and certificate rotations (SOAK_SECONDS).
+SOAK_SECONDS ?= 600
+soak: $(STAMP)
+	$(BIN)/python bench/soak.py --seconds $(SOAK_SECONDS)
 
 clean:
 	rm -rf $(VENV) $(DEV_CERTS) .mypy_cache .ruff_cache .pytest_cache .hypothesis

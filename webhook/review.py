@@ -76,15 +76,16 @@ def review(request: AdmissionRequest, endpoint: Endpoint, deps: ReviewDeps) -> D
 def mutate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
     if request["operation"] != "CREATE":
         return ALLOW
-    subject = gpu_subject(request, deps)
+    try:
+        subject = gpu_subject(request, deps)
+    except ShapeError as e:
+        return deny(str(e), code=400)
     if subject is None or subject.policy is None:
         return ALLOW
     try:
         result = mutate_object(
             request["object"] or {}, subject.policy, deps.policies.shared_names, placement=deps.placement
         )
-    except ShapeError as e:
-        return deny(f"{subject.target.describe()}: {e}", code=400)
     except AdmissionDenied as e:
         return deny(str(e), findings=(Finding(subject.policy.name, "deny", str(e)),))
     stamp = subject.policy.stamp
@@ -104,13 +105,12 @@ def validate(
     """Built-in GPU checks first, quota last: a pod is counted only once nothing else refuses it."""
     if request["operation"] not in ("CREATE", "UPDATE"):
         return ALLOW
-    subject = gpu_subject(request, deps)
+    try:
+        subject = gpu_subject(request, deps)
+    except ShapeError as e:
+        return deny(str(e), code=400)
     if subject is None:
         return ALLOW
-    try:
-        check_pod_shape(subject.target)
-    except ShapeError as e:
-        return deny(f"{subject.target.describe()}: {e}", code=400)
     findings = [
         f
         for f in builtin.check(subject.target, subject.policy, deps.policies.shared_names)
@@ -161,15 +161,25 @@ def gpu_subject(request: AdmissionRequest, deps: ReviewDeps) -> Subject | None:
     target = pod_target(request["object"])
     if target is None:
         return None
-    namespace = request.get("namespace") or target.metadata.get("namespace") or "default"
+    namespace = request.get("namespace") or _own_namespace(target) or "default"
     if glob_matches(settings.excluded_namespaces, namespace):
         return None
     if not is_gpu_pod(target, deps.policies.shared_names):
         return None
+    try:
+        check_pod_shape(target)
+    except ShapeError as e:
+        raise ShapeError(f"{target.describe()}: {e}") from e
     # The apiserver gives every namespace this label; inventories and caches may omit it.
     labels = {"kubernetes.io/metadata.name": namespace, **deps.namespace_labels(namespace)}
     policy = select_policy(deps.policies.sharing, namespace, labels, target.labels)
     return Subject(target, namespace, policy)
+
+
+def _own_namespace(target: PodTarget) -> str | None:
+    metadata = target.pod.get("metadata")
+    namespace = metadata.get("namespace") if isinstance(metadata, dict) else None
+    return namespace if isinstance(namespace, str) else None
 
 
 def is_gpu_pod(target: PodTarget, shared_names: tuple[str, ...]) -> bool:

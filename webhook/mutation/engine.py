@@ -19,6 +19,7 @@ from webhook.mutation import hints, inject
 from webhook.mutation.checkpoint import checkpoint
 from webhook.mutation.context import MutationContext
 from webhook.mutation.diff import diff
+from webhook.mutation.fields import mapping
 from webhook.mutation.needs import APPLIED, read_needs
 from webhook.mutation.shape import check_pod_shape
 from webhook.mutation.sharing import REWRITES
@@ -90,7 +91,7 @@ def _mutators(mode: str) -> tuple[Mutator, ...]:
 def _stamp(target: PodTarget, context: MutationContext) -> bool:
     """Record what was applied, for traceability (and so operators can see it with kubectl)."""
     value = f"{context.policy.stamp} mode={context.mode}"
-    annotations = target.metadata.setdefault("annotations", {})
+    annotations = mapping(target.metadata, "annotations")
     if annotations.get(APPLIED) == value:
         return False
     annotations[APPLIED] = value

@@ -18,6 +18,7 @@ from typing import Any
 
 from webhook import gpu, quantity
 from webhook.mutation.context import MutationContext
+from webhook.mutation.fields import mapping, sequence
 from webhook.mutation.node_terms import HOSTNAME, admits, node_facts
 from webhook.mutation.resources import sections
 from webhook.mutation.target import PodTarget
@@ -42,7 +43,7 @@ def prefer_underutilized(target: PodTarget, context: MutationContext) -> bool:
     if not nodes:
         return False
     _add_preference(target, config.weight, nodes)
-    target.metadata.setdefault("annotations", {})[HINTS_ANNOTATION] = ",".join(nodes)
+    mapping(target.metadata, "annotations")[HINTS_ANNOTATION] = ",".join(nodes)
     return True
 
 
@@ -94,7 +95,7 @@ def _add_preference(target: PodTarget, weight: int, nodes: tuple[str, ...]) -> N
         "weight": weight,
         "preference": {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": list(nodes)}]},
     }
-    node_affinity = target.spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
-    preferred: list[dict[str, Any]] = node_affinity.setdefault(PREFERRED, [])
+    node_affinity = mapping(mapping(target.spec, "affinity"), "nodeAffinity")
+    preferred: list[dict[str, Any]] = sequence(node_affinity, PREFERRED)
     if term not in preferred:
         preferred.append(term)

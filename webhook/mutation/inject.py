@@ -10,6 +10,7 @@ from typing import Any
 
 from webhook import gpu
 from webhook.mutation.context import MutationContext
+from webhook.mutation.fields import mapping, sequence
 from webhook.mutation.sharing import MODE_SCHEDULERS
 from webhook.mutation.target import PodTarget
 
@@ -65,13 +66,13 @@ def required_affinity(target: PodTarget, context: MutationContext) -> bool:
     wanted = [dict(r) for r in context.policy.inject.required]
     if not wanted:
         return False
-    node = target.spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
-    terms: list[dict[str, Any]] = node.setdefault(REQUIRED, {}).setdefault("nodeSelectorTerms", [])
+    node = mapping(mapping(target.spec, "affinity"), "nodeAffinity")
+    terms: list[dict[str, Any]] = sequence(mapping(node, REQUIRED), "nodeSelectorTerms")
     if not terms:
         terms.append({})
     changed = False
     for term in terms:
-        expressions = term.setdefault("matchExpressions", [])
+        expressions = sequence(term, "matchExpressions")
         missing = [r for r in wanted if r not in expressions]
         expressions.extend(missing)
         changed |= bool(missing)
@@ -85,8 +86,8 @@ def preferred_affinity(target: PodTarget, context: MutationContext) -> bool:
     ]
     if not wanted:
         return False
-    node = target.spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
-    existing: list[dict[str, Any]] = node.setdefault(PREFERRED, [])
+    node = mapping(mapping(target.spec, "affinity"), "nodeAffinity")
+    existing: list[dict[str, Any]] = sequence(node, PREFERRED)
     missing = [w for w in wanted if w not in existing]
     existing.extend(missing)
     return bool(missing)
@@ -136,7 +137,7 @@ def add_annotations(target: PodTarget, context: MutationContext) -> bool:
 def _merge(metadata: dict[str, Any], key: str, wanted: Mapping[str, str], force: bool) -> bool:
     if not wanted:
         return False
-    current: dict[str, str] = metadata.setdefault(key, {})
+    current: dict[str, str] = mapping(metadata, key)
     changes = {k: v for k, v in wanted.items() if (k not in current) or (force and current[k] != v)}
     current.update(changes)
     return bool(changes)

@@ -7,6 +7,7 @@ from typing import Any
 
 from webhook import gpu, quantity
 from webhook.errors import AdmissionDenied
+from webhook.mutation.fields import mapping
 
 SECTIONS = ("limits", "requests")
 
@@ -50,9 +51,9 @@ def _count(value: object, where: str) -> int:
 def put(container: dict[str, Any], name: str, value: str, where: tuple[str, ...]) -> bool:
     """Set `name` in the given sections, plus limits always (an extended resource needs one)."""
     changed = False
-    resources = container.setdefault("resources", {})
+    resources = mapping(container, "resources")
     for section in dict.fromkeys(("limits", *where)):
-        values = resources.setdefault(section, {})
+        values = mapping(resources, section)
         if values.get(name) != value:
             values[name] = value
             changed = True

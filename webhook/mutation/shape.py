@@ -24,6 +24,8 @@ def check_pod_shape(target: PodTarget) -> None:
     pod = target.pod
     metadata = _optional(pod, "metadata", dict, "metadata")
     if metadata:
+        for key in ("name", "namespace", "generateName"):
+            _optional(metadata, key, str, f"metadata.{key}")
         for key in ("labels", "annotations"):
             _string_map(metadata.get(key), f"metadata.{key}")
     spec = _optional(pod, "spec", dict, "spec")

@@ -10,6 +10,7 @@ from webhook import gpu
 from webhook.errors import AdmissionDenied
 from webhook.mutation import resources
 from webhook.mutation.context import MutationContext
+from webhook.mutation.fields import mapping
 from webhook.mutation.target import PodTarget
 from webhook.quantity import format_mib
 
@@ -97,7 +98,7 @@ def kai(target: PodTarget, context: MutationContext) -> bool:
     if share is None:
         context.warn("the asked share is a whole GPU, so it is left as nvidia.com/gpu")
         return False
-    annotations = target.metadata.setdefault("annotations", {})
+    annotations = mapping(target.metadata, "annotations")
     if gpu.KAI_FRACTION not in annotations and gpu.KAI_MEMORY not in annotations:
         annotations.update(share)
     if ask.count > 1:

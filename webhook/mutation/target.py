@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.mutation.fields import mapping
 from webhook.types import KubeObject
 
 CONTAINER_LISTS = ("initContainers", "containers")
@@ -33,21 +34,25 @@ class PodTarget:
 
     @property
     def metadata(self) -> dict[str, Any]:
-        return _mapping(self.pod, "metadata")
+        return mapping(self.pod, "metadata")
 
     @property
     def spec(self) -> dict[str, Any]:
-        return _mapping(self.pod, "spec")
+        return mapping(self.pod, "spec")
 
     @property
     def labels(self) -> dict[str, str]:
-        labels = self.pod.get("metadata", {}).get("labels")
-        return labels if isinstance(labels, dict) else {}
+        return self._metadata_map("labels")
 
     @property
     def annotations(self) -> dict[str, str]:
-        annotations = self.pod.get("metadata", {}).get("annotations")
-        return annotations if isinstance(annotations, dict) else {}
+        return self._metadata_map("annotations")
+
+    def _metadata_map(self, key: str) -> dict[str, str]:
+        """Read-only and shape-tolerant: the fast path looks before the shape is checked."""
+        metadata = self.pod.get("metadata")
+        found = metadata.get(key) if isinstance(metadata, dict) else None
+        return found if isinstance(found, dict) else {}
 
     def containers(self) -> Iterator[tuple[str, dict[str, Any]]]:
         """(list name, container) for init containers, then app containers."""
@@ -81,11 +86,3 @@ def pod_target(obj: KubeObject | None) -> PodTarget | None:
         metadata = {}
     name = metadata.get("name") or metadata.get("generateName") or ""
     return PodTarget(node, kind, str(name))
-
-
-def _mapping(parent: dict[str, Any], key: str) -> dict[str, Any]:
-    """The child mapping, created when absent (mutators add fields to it)."""
-    child = parent.get(key)
-    if not isinstance(child, dict):
-        child = parent[key] = {}
-    return child

@@ -121,3 +121,8 @@ def test_malformed_pods_are_a_clear_400() -> None:
     decision = review(request, "validate", DEPS)
     assert (decision.allowed, decision.code) == (False, 400)
     assert decision.message == "Pod p: spec.containers[0].env must be a list of objects"
+
+
+def test_an_invalid_count_beside_a_kai_fraction_is_one_clear_denial() -> None:
+    allowed, message = _validate(_pod("free", {"nvidia.com/gpu": "x"}, {"gpu-fraction": "0.5"}))
+    assert not allowed and "not a valid quantity" in message

@@ -24,7 +24,8 @@ SHARING = "gpu-builtin/sharing-enforced"
 
 
 def check(target: PodTarget, policy: SharingPolicy | None, shared_names: tuple[str, ...]) -> list[Finding]:
-    findings = _quantities(target, shared_names) + _kai(target)
+    # Later checks read GPU counts, so they run only once the counts are known to be valid.
+    findings = _quantities(target, shared_names) or _kai(target)
     if policy is not None and not findings:
         findings += _sharing_enforced(target, policy, shared_names)
     return findings

@@ -122,6 +122,12 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=env("max-inflight", "256"),
         help="reviews a worker runs at once; beyond it, requests are answered by --failure-mode at once",
     )
+    serve.add_argument(
+        "--quota-failure-mode",
+        choices=["closed", "open"],
+        default=env("quota-failure-mode", "closed"),
+        help="when the cluster cache is older than --max-staleness: closed denies GPU pods under a quota",
+    )
     serve.add_argument("--failure-mode", choices=["closed", "open"], default=env("failure-mode", "closed"))
     add_audit_serve_options(serve, env)
     _add_cluster_options(serve)
@@ -177,6 +183,7 @@ def _serve(args: argparse.Namespace) -> int:
         client_ca=args.client_ca,
         body_timeout_seconds=args.body_timeout_seconds,
         max_inflight=args.max_inflight,
+        quota_failure_mode=args.quota_failure_mode,
         inventory=args.inventory,
         quota_consistency=args.quota_consistency,
         kubeconfig=args.kubeconfig,

@@ -53,6 +53,14 @@ class ClusterState:
         for informer in self.informers:
             informer.stop()
 
+    def stale_reason(self) -> str | None:
+        """Why quota should not trust the cache now: it has lagged the API past --max-staleness."""
+        staleness = self.cache.staleness()
+        if staleness is None or self.max_staleness is None or staleness <= self.max_staleness:
+            return None
+        limit = f"--max-staleness {self.max_staleness:g}s"
+        return f"the cluster cache is {staleness:.0f}s behind the API (over {limit})"
+
     def readiness(self) -> tuple[bool, str]:
         """(ready, one line for /readyz): not ready until the caches have listed everything once."""
         if not self.cache.synced:

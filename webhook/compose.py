@@ -32,7 +32,10 @@ def build_service(settings: Settings) -> Service:
     register_quota_gauges(metrics, cluster, lambda: store.current.quotas)
     capacity = _capacity_cache(settings, metrics, store)
     review_settings = ReviewSettings(
-        settings.excluded_namespaces, settings.own_username, settings.advisory_webhook
+        settings.excluded_namespaces,
+        settings.own_username,
+        settings.advisory_webhook,
+        settings.quota_failure_mode,
     )
 
     def run_review(request: AdmissionRequest, endpoint: Endpoint) -> Decision:
@@ -41,6 +44,7 @@ def build_service(settings: Settings) -> Service:
             settings=review_settings,
             namespace_labels=cluster.cache.namespace_labels,
             quota_gate=cluster.gate,
+            quota_unavailable=cluster.stale_reason(),
             placement=capacity.view(time.time()) if capacity is not None else None,
         )
         return review(request, endpoint, deps)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from webhook import gpu
+from webhook.config import FailureMode
 from webhook.decision import ALLOW, Decision, Finding, clamp_warnings, deny
 from webhook.errors import AdmissionDenied, ClusterError
 from webhook.match import glob_matches
@@ -39,6 +40,8 @@ class ReviewSettings:
     own_username: str | None = None
     # With a separate advisory webhook deployed, /validate leaves warn and dryrun policies to it.
     advisory_webhook: bool = False
+    # What quota answers when it cannot trust the cluster state (the API has been out of reach).
+    quota_failure_mode: FailureMode = "closed"
 
     def actions(self, endpoint: Endpoint) -> frozenset[EnforcementAction]:
         if endpoint == "advisory":
@@ -55,6 +58,8 @@ class ReviewDeps:
     namespace_labels: Callable[[str], Mapping[str, str]] = _no_labels
     # Counts admitted pods against GPU quotas (and reserves them); None: quotas are not enforced.
     quota_gate: QuotaGate | None = None
+    # Set when the cluster state is too stale for quota to trust: the reason, for the message.
+    quota_unavailable: str | None = None
     placement: CapacityView | None = None  # spare GPU capacity, for policies with placement hints
 
 
@@ -130,6 +135,8 @@ def _with_quota(
     gate, quotas = deps.quota_gate, deps.policies.quotas
     if gate is None or not quotas:
         return decide(findings)
+    if deps.quota_unavailable and gate.peek(request, quotas).applies:
+        return _quota_unavailable(deps, findings, actions)
     try:
         # Only the enforcing review admits, and so reserves; the advisory one only looks.
         outcome = gate.admit(request, quotas) if "deny" in actions else gate.peek(request, quotas)
@@ -141,6 +148,16 @@ def _with_quota(
     if not decision.allowed:
         gate.release(outcome)
     return replace(decision, quota=outcome.audit())
+
+
+def _quota_unavailable(
+    deps: ReviewDeps, findings: list[Finding], actions: frozenset[EnforcementAction]
+) -> Decision:
+    mode = deps.settings.quota_failure_mode
+    action: EnforcementAction = "deny" if mode == "closed" else "warn"
+    finding = Finding("GPUQuota", action, f"GPU quota cannot be checked: {deps.quota_unavailable}")
+    decision = decide(findings + ([finding] if action in actions else []))
+    return replace(decision, code=503) if not decision.allowed else decision
 
 
 def decide(findings: list[Finding]) -> Decision:

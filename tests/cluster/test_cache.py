@@ -243,3 +243,22 @@ def test_a_hundred_thousand_pods_fit_in_well_under_200_mb() -> None:
     assert figures["pods"] == 100_000
     assert figures["shapes"] == templates
     assert figures["rss_mb"] < 150, figures
+
+
+def test_quota_stops_trusting_a_cache_past_max_staleness() -> None:
+    from webhook.clusterstate import ClusterState
+    from webhook.quota.gate import LocalGate
+
+    clock = Clock()
+    cache = ClusterCache(clock=clock)
+    cache.replace(PODS, [])
+    cache.replace(NAMESPACES, [])
+    state = ClusterState(cache=cache, gate=LocalGate(cache), origin="test", max_staleness=60)
+    clock.now += 60
+    assert state.stale_reason() is None
+    clock.now += 1
+    reason = state.stale_reason()
+    assert reason is not None and "61s behind the API" in reason and "--max-staleness 60s" in reason
+    cache.confirm(PODS)
+    cache.confirm(NAMESPACES)
+    assert state.stale_reason() is None

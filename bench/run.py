@@ -12,6 +12,7 @@ import datetime as dt
 import os
 import platform
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -51,21 +52,24 @@ class Result:
 class Server:
     """A server process whose output goes to a file, so a full pipe can never stall it."""
 
-    def __init__(self, command: list[str], log: Path) -> None:
+    def __init__(self, command: list[str], log: Path, port: int | None = None) -> None:
         self.log = log
         self.started = time.perf_counter()
         with log.open("w") as out:
             self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
-        self.port = self._await_port()
+        self.port = self._await_port(port)
 
-    def _await_port(self) -> int:
+    def _await_port(self, port: int | None) -> int:
+        """The port from the server's start-up line, or, given one (quiet logs), once it accepts."""
         deadline = time.monotonic() + STARTUP_TIMEOUT
         while time.monotonic() < deadline:
-            match = _LISTENING.search(self.log.read_text())
-            if match:
-                return int(match[1])
             if self.process.poll() is not None:
                 raise RuntimeError(f"server exited:\n{self.log.read_text()[-2000:]}")
+            match = _LISTENING.search(self.log.read_text()) if port is None else None
+            if match:
+                return int(match[1])
+            if port is not None and _accepts(port):
+                return port
             time.sleep(0.05)
         raise RuntimeError("server did not start")
 
@@ -75,6 +79,20 @@ class Server:
     def stop(self) -> None:
         self.process.terminate()
         self.process.wait(timeout=30)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _accepts(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+    except OSError:
+        return False
+    return True
 
 
 def _peak_rss_kb(pid: int) -> int:

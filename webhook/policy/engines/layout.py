@@ -1,0 +1,175 @@
+"""How templates become Rego modules, shared by every engine so they evaluate the same text.
+
+Each template lives in its own package (`gkt.<Kind>`) with its own copy of its libs
+(`gkl.<Kind>.lib…`), rewritten for regopy by rego_compat. A generated wrapper,
+`gkw.<Kind>.results`, evaluates the template once per applicable constraint, with
+Gatekeeper's input (`review`, `parameters`) and `data.inventory`:
+
+    input = {"review": …, "_gk_constraints": {Kind: {name: parameters}}, "_gk_inventory": …}
+    data.gkw.<Kind>.results = {[name, violations], …}
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.errors import PolicyError, PolicyProblem
+from webhook.validation import rego_compat
+from webhook.validation.gatekeeper import (
+    Constraint,
+    ConstraintResult,
+    ConstraintTemplate,
+    RegoSource,
+    violations_from_rego,
+)
+from webhook.validation.rego_syntax import RegoSyntaxError, parse
+
+TEMPLATES, LIBS, WRAPPERS = "gkt", "gkl", "gkw"
+# Extra input keys the wrapper reads; a template sees `review` and `parameters` as in Gatekeeper.
+CONSTRAINTS_KEY, INVENTORY_KEY = "_gk_constraints", "_gk_inventory"
+ALL_RESULTS = f"{WRAPPERS}_all/results"
+
+_WRAPPER = """package {wrappers}.{kind}
+
+import rego.v1
+
+results contains [name, found] if {{
+	some name, parameters in input.{constraints}.{kind}
+	found := data.{templates}.{kind}.violation with input.parameters as parameters
+}}
+"""
+
+
+@dataclass(frozen=True)
+class Module:
+    """One Rego module as an engine loads it; `origin` is None for generated modules."""
+
+    name: str
+    text: str
+    origin: RegoSource | None
+
+    def problem(self, offset: int | None, reason: str) -> PolicyProblem:
+        if self.origin is None:
+            return PolicyProblem(self.name, 0, "", reason)
+        line = self.text.count("\n", 0, offset) + 1 if offset is not None else 0
+        return PolicyProblem(self.origin.file, self.origin.file_line(line), self.origin.path, reason)
+
+
+def entrypoint(kind: str) -> str:
+    return f"{WRAPPERS}/{kind}/results"
+
+
+COMPAT = Module(f"{rego_compat.COMPAT_PACKAGE}.rego", rego_compat.COMPAT_MODULE, None)
+
+
+def template_modules(template: ConstraintTemplate) -> list[Module]:
+    """The template's modules, isolated and rewritten; raise PolicyError on a syntax error."""
+    modules: list[Module] = []
+    problems: list[PolicyProblem] = []
+    lib_root = f"{LIBS}.{template.kind}"
+    for n, source in enumerate(template.sources):
+        name = f"{template.kind}/{'rego' if n == 0 else f'libs[{n - 1}]'}"
+        try:
+            text = _prepare(source, template.kind if n == 0 else None, lib_root)
+        except RegoSyntaxError as e:
+            problems.append(PolicyProblem(source.file, source.file_line(e.line), source.path, e.reason))
+            continue
+        modules.append(Module(name, text, source))
+    problems += _shape_problems(template, modules)
+    if problems:
+        raise PolicyError(problems)
+    modules.append(Module(f"{template.kind}/wrapper", wrapper(template), None))
+    return modules
+
+
+def _prepare(source: RegoSource, kind: str | None, lib_root: str) -> str:
+    if kind is None and not rego_compat.package_of(source.text).startswith("lib."):
+        raise RegoSyntaxError(1, "a lib's package must start with 'lib.'")
+    package = f"{TEMPLATES}.{kind}" if kind is not None else None
+    moved = rego_compat.relocate(
+        source.text, package=package, lib_root=lib_root, inventory=f"input.{INVENTORY_KEY}"
+    )
+    return rego_compat.for_regopy(moved, v0=not source.v1)
+
+
+def _shape_problems(template: ConstraintTemplate, modules: Sequence[Module]) -> list[PolicyProblem]:
+    if not modules or modules[0].origin is not template.rego:
+        return []
+    module = parse(modules[0].text)
+    if any(module.tokens[rule.name_first].text == "violation" for rule in module.rules):
+        return []
+    source = template.rego
+    return [PolicyProblem(source.file, source.first_line, source.path, "the Rego defines no violation rule")]
+
+
+def wrapper(template: ConstraintTemplate) -> str:
+    return _WRAPPER.format(
+        wrappers=WRAPPERS, templates=TEMPLATES, kind=template.kind, constraints=CONSTRAINTS_KEY
+    )
+
+
+def all_results_module(kinds: Iterable[str]) -> str:
+    """One entrypoint over every template, for engines where each query is a round trip."""
+    lines = [f"package {WRAPPERS}_all", "", "import rego.v1", ""]
+    for kind in sorted(kinds):
+        lines.append(f'results["{kind}"] := data.{WRAPPERS}.{kind}.results if input.{CONSTRAINTS_KEY}.{kind}')
+    return "\n".join(lines) + "\n"
+
+
+def input_document(
+    review: Mapping[str, Any], constraints: Sequence[Constraint], inventory: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    grouped: dict[str, dict[str, Any]] = {}
+    for constraint in constraints:
+        grouped.setdefault(constraint.kind, {})[constraint.name] = dict(constraint.parameters)
+    document: dict[str, Any] = {"review": review, CONSTRAINTS_KEY: grouped}
+    if inventory is not None:
+        document[INVENTORY_KEY] = inventory
+    return document
+
+
+def read_results(value: Any, constraints: Sequence[Constraint]) -> list[ConstraintResult]:
+    """Turn a wrapper's `results` into one ConstraintResult per constraint asked about."""
+    found: dict[str, Any] = {}
+    if isinstance(value, list):
+        for pair in value:
+            if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str):
+                found[pair[0]] = pair[1]
+    results = []
+    for constraint in constraints:
+        if constraint.name not in found:
+            results.append(ConstraintResult(constraint, error="the template produced no result"))
+            continue
+        try:
+            results.append(ConstraintResult(constraint, violations_from_rego(found[constraint.name])))
+        except ValueError as e:
+            results.append(ConstraintResult(constraint, error=str(e)))
+    return results
+
+
+_ERROR_ENTRY = re.compile(r"\(error(?: (\d+):)?")
+_ERROR_MESSAGE = re.compile(r"\(errormsg (\d+):")
+
+
+def regopy_errors(text: str) -> list[tuple[str | None, int | None, str]]:
+    """(module, offset, message) for each error in regopy's error text."""
+    errors = []
+    for entry in _ERROR_ENTRY.finditer(text):
+        module: str | None = None
+        offset: int | None = None
+        position = entry.end()
+        if entry.group(1):
+            size = int(entry.group(1))
+            module = text[position : position + size]
+            position += size
+            location = re.match(r"\|(\d+)\|", text[position:])
+            offset = int(location.group(1)) if location else None
+        message = _ERROR_MESSAGE.search(text, position)
+        if message is None:
+            continue
+        start = message.end()
+        errors.append((module, offset, text[start : start + int(message.group(1))]))
+    return errors

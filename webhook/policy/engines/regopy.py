@@ -1,0 +1,180 @@
+"""In-process Rego on regopy: every template compiled once into one bundle, queried per request.
+
+Per request the input is set once and each applicable template's entrypoint is
+queried on the same interpreter (setting the input is the dominant cost). regopy
+interpreters are not known to be thread-safe, so each thread gets its own.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+from regopy import Interpreter, LogLevel, RegoError, rego_shared
+
+from webhook.errors import PolicyError, PolicyProblem
+from webhook.policy.engines import ConstraintSet
+from webhook.policy.engines.layout import (
+    COMPAT,
+    Module,
+    entrypoint,
+    input_document,
+    read_results,
+    regopy_errors,
+    template_modules,
+)
+from webhook.validation.gatekeeper import Constraint, ConstraintResult, ConstraintTemplate
+from webhook.validation.gatekeeper_input import Inventory, review_of_request
+
+
+class RuntimeFailure(Exception):
+    """A query failed while evaluating; the message is regopy's."""
+
+
+def new_interpreter() -> Interpreter:
+    interpreter = Interpreter()
+    interpreter.log_level = LogLevel.NONE  # errors come back to us; regopy would print them too
+    return interpreter
+
+
+def compile_modules(modules: Sequence[Module], entrypoints: Sequence[str]) -> Any:
+    """Build a bundle; raise PolicyError locating each compile error."""
+    interpreter = new_interpreter()
+    by_name = {m.name: m for m in modules}
+    try:
+        for module in [COMPAT, *modules]:
+            interpreter.add_module(module.name, module.text)
+        return interpreter.build(None, list(entrypoints))
+    except RegoError as e:
+        problems = [
+            by_name[name].problem(offset, message)
+            if name in by_name
+            else PolicyProblem(modules[0].origin.file if modules[0].origin else "", 0, "", message)
+            for name, offset, message in regopy_errors(str(e))
+        ]
+        raise PolicyError(problems or [PolicyProblem("", 0, "", f"Rego compile error: {e}")]) from e
+
+
+class RegoEngine:
+    def __init__(self, templates: Mapping[str, ConstraintTemplate], bundle: Any) -> None:
+        self.templates = dict(templates)
+        self._bundle = bundle
+        self._local = threading.local()
+
+    @classmethod
+    def compile(cls, templates: Sequence[ConstraintTemplate]) -> RegoEngine:
+        """Compile every template with its libs; raise PolicyError with every problem found."""
+        problems: list[PolicyProblem] = []
+        modules: dict[str, list[Module]] = {}
+        for template in templates:
+            try:
+                modules[template.kind] = template_modules(template)
+            except PolicyError as e:
+                problems += e.problems
+        if problems:
+            raise PolicyError(problems)
+        if not modules:
+            return cls({}, None)
+        try:
+            bundle = compile_modules(
+                [m for ms in modules.values() for m in ms], [entrypoint(k) for k in modules]
+            )
+        except PolicyError:
+            # Compile each template alone so every problem is named once, with its own file.
+            for kind, own in modules.items():
+                try:
+                    compile_modules(own, [entrypoint(kind)])
+                except PolicyError as e:
+                    problems += e.problems
+            raise PolicyError(
+                problems or [PolicyProblem("", 0, "", "templates do not compile together")]
+            ) from None
+        return cls({t.kind: t for t in templates}, bundle)
+
+    def close(self) -> None:
+        self._bundle = None
+
+    def evaluate(
+        self, request: Mapping[str, Any], constraints: ConstraintSet, inventory: Inventory | None = None
+    ) -> list[ConstraintResult]:
+        review = review_of_request(request)
+        matched, results = constraints.applicable(review, inventory)
+        by_kind: dict[str, list[Constraint]] = {}
+        for constraint in matched:
+            if constraint.kind in self.templates:
+                by_kind.setdefault(constraint.kind, []).append(constraint)
+            else:
+                results.append(
+                    ConstraintResult(constraint, error=f"no compiled template for {constraint.kind}")
+                )
+        if not by_kind:
+            return results
+        needs_inventory = any(self.templates[kind].uses_inventory for kind in by_kind)
+        inventory_doc = (inventory or {}) if needs_inventory else None
+        asked = [c for group in by_kind.values() for c in group]
+        self._set_input(input_document(review, asked, inventory_doc))
+        failed: list[str] = []
+        for kind, group in by_kind.items():
+            try:
+                results += read_results(self._query(entrypoint(kind)), group)
+            except RuntimeFailure:
+                failed.append(kind)
+        for kind in failed:
+            results += self._one_by_one(review, by_kind[kind], inventory_doc)
+        return results
+
+    def _one_by_one(
+        self, review: Mapping[str, Any], group: list[Constraint], inventory: Inventory | None
+    ) -> list[ConstraintResult]:
+        """After a template failed, find which of its constraints fail, and why."""
+        results = []
+        for constraint in group:
+            self._set_input(input_document(review, [constraint], inventory))
+            try:
+                results += read_results(self._query(entrypoint(constraint.kind)), [constraint])
+            except RuntimeFailure as e:
+                results.append(ConstraintResult(constraint, error=f"evaluation failed: {e}"))
+        return results
+
+    def _interpreter(self) -> Interpreter:
+        interpreter: Interpreter | None = getattr(self._local, "interpreter", None)
+        if interpreter is None:
+            interpreter = self._local.interpreter = new_interpreter()
+        return interpreter
+
+    def _set_input(self, document: Mapping[str, Any]) -> None:
+        self._interpreter().set_input_term(orjson.dumps(document).decode())
+
+    def _query(self, name: str) -> Any:
+        if self._bundle is None:
+            raise RuntimeFailure("the engine is closed")
+        return query_entrypoint(self._interpreter(), self._bundle, name)
+
+
+def query_entrypoint(interpreter: Interpreter, bundle: Any, name: str) -> Any:
+    """The entrypoint's value; raise RuntimeFailure with regopy's message if evaluation failed.
+
+    This reads regopy's output directly: `Output` would parse the JSON with the stdlib
+    and could not report the error message.
+    """
+    try:
+        output = rego_shared.rego_bundle_query_entrypoint(interpreter._impl, bundle._impl, name)
+    except RegoError as e:
+        raise RuntimeFailure(str(e)) from e
+    try:
+        if not rego_shared.rego_output_ok(output):
+            text = rego_shared.rego_node_json(rego_shared.rego_output_node(output))
+            messages = [message for _, _, message in regopy_errors(text)]
+            raise RuntimeFailure("; ".join(messages) or "regopy reported an error without a message")
+        text = rego_shared.rego_output_string(output)
+    finally:
+        rego_shared.rego_free_output(output)
+    if text == "undefined":
+        return None
+    try:
+        expressions = orjson.loads(text).get("expressions") or [None]
+    except orjson.JSONDecodeError as e:
+        raise RuntimeFailure(f"regopy returned malformed output: {e}") from e
+    return expressions[0]

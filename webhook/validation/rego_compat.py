@@ -1,0 +1,197 @@
+"""Make Gatekeeper Rego evaluate correctly on regopy, which speaks only Rego v1. Pure.
+
+Four rewrites, each an edit of the original text that keeps line numbers:
+
+* `upgrade`: Rego v0 to v1, as `opa fmt --v0-v1` would. `violation[x] { … }` becomes
+  `violation contains x if { … }` (regopy reads the v0 form as a partial *object*),
+  bodies gain `if`, a rule with several bodies becomes several rules, and the
+  builtins v1 removed get their v1 spelling.
+* `hoist`: regopy refuses or mis-evaluates a reference that iterates (`xs[_]`, `xs[i]`)
+  inside a call argument, a collection literal or arithmetic: the wildcard is an
+  "Invalid bracket argument" and a named variable silently makes the call undefined.
+  Such references move to a fresh variable bound just before the expression; under
+  `not` the whole expression becomes `count({1 | …}) == 0`, which keeps its meaning.
+* builtins: v0 spellings v1 dropped, and `sprintf`, which regopy gets wrong for some
+  strings, go to their v1 names or to COMPAT_MODULE.
+* `relocate`: each template gets its own package and its own copy of its libs, as
+  Gatekeeper isolates them, so two templates may share a package or a lib name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from webhook.validation.rego_hoist import Hoister
+from webhook.validation.rego_syntax import (
+    Body,
+    Module,
+    Rule,
+    Token,
+    parse,
+    tokenize,
+)
+
+COMPAT_PACKAGE = "gkcompat"
+# v0 builtins that v1 removed, and builtins regopy gets wrong, mapped to what works.
+RENAMED_BUILTINS = {
+    "re_match": "regex.match",
+    "net.cidr_overlap": "net.cidr_contains",
+    "sprintf": f"data.{COMPAT_PACKAGE}.format",
+}
+# regopy's sprintf prints some strings (literals bound to variables, results of string
+# builtins) with their JSON quotes, and those quotes then break its JSON output;
+# substring(…, 0, -1) hands it a plain copy (on OPA, the identity). It also fails where
+# Go's fmt, and so OPA, prints `%!v(MISSING)` for a missing argument.
+COMPAT_MODULE = f"""package {COMPAT_PACKAGE}
+
+import rego.v1
+
+format(pattern, values) := text if {{
+	text := sprintf(pattern, [plain(v) | some v in values])
+}} else := sprintf(pattern, [plain(v) | some v in padded(pattern, values)])
+
+plain(v) := substring(v, 0, -1) if is_string(v)
+
+plain(v) := v if not is_string(v)
+
+padded(pattern, values) := array.concat(values, missing) if {{
+	verbs := regex.find_n(`%[-+# 0]*[0-9]*(\\.[0-9]+)?[a-zA-Z]`, replace(pattern, "%%", ""), -1)
+	gap := count(verbs) - count(values)
+	gap > 0
+	missing := [m | some _ in numbers.range(1, gap); m := "%!v(MISSING)"]
+}}
+"""
+_FUTURE = "future.keywords"
+
+
+@dataclass(frozen=True)
+class Edit:
+    start: int
+    end: int
+    text: str
+
+
+def apply_edits(source: str, edits: list[Edit]) -> str:
+    out: list[str] = []
+    position = 0
+    for edit in sorted(edits, key=lambda e: (e.start, e.end)):
+        out.append(source[position : edit.start])
+        out.append(edit.text)
+        position = edit.end
+    out.append(source[position:])
+    return "".join(out)
+
+
+def is_v0(module: Module) -> bool:
+    """True unless the module is written in Rego v1 (or in the subset both versions share)."""
+    imports = [_text(module.tokens, first + 1, last) for first, last in module.imports]
+    if "rego.v1" in imports:
+        return False
+    if any(name.startswith(_FUTURE) for name in imports):
+        return True
+    return any(not _has_if(module.tokens, body) for rule in module.rules for body in rule.bodies)
+
+
+def for_regopy(source: str, *, v0: bool | None = None) -> str:
+    """Rewrite one module for regopy; `v0=None` detects the version from the source."""
+    module = parse(source)
+    if v0 is None:
+        v0 = is_v0(module)
+    edits = list(_upgrade_edits(module)) if v0 else []
+    source = apply_edits(source, edits + list(_builtin_edits(module.tokens)))
+    hoisted = [Edit(start, end, text) for start, end, text in Hoister(source, parse(source)).edits()]
+    return apply_edits(source, hoisted)
+
+
+def relocate(source: str, *, package: str | None, lib_root: str, inventory: str = "data.inventory") -> str:
+    """Move the module to `package` (or under `lib_root` for a lib) and `data.lib` refs with it.
+
+    `data.inventory` becomes `inventory`: regopy crashes on `with data.inventory as …`
+    in some templates, so the engine passes the inventory in the input instead.
+    """
+    tokens = tokenize(source)
+    edits: list[Edit] = []
+    module = parse(source)
+    first, last = module.package
+    old = _text(tokens, first, last)
+    new = package if package is not None else f"{lib_root}.{old}"
+    edits.append(Edit(tokens[first].start, tokens[last].end, new))
+    for i, tok in enumerate(tokens[:-2]):
+        if tok.text != "data" or tokens[i + 1].text != "." or (i and tokens[i - 1].text == "."):
+            continue
+        if tokens[i + 2].text == "lib":
+            edits.append(Edit(tok.start, tokens[i + 2].end, f"data.{lib_root}.lib"))
+        elif tokens[i + 2].text == "inventory":
+            edits.append(Edit(tok.start, tokens[i + 2].end, inventory))
+    return apply_edits(source, edits)
+
+
+def package_of(source: str) -> str:
+    module = parse(source)
+    first, last = module.package
+    return _text(module.tokens, first, last)
+
+
+# -- v0 -> v1 -----------------------------------------------------------------
+
+
+def _upgrade_edits(module: Module) -> Iterator[Edit]:
+    tokens = module.tokens
+    for rule in module.rules:
+        if rule.default:
+            continue
+        head_end = rule.bodies[0].first - 1 if rule.bodies else rule.last
+        head = " ".join(_render(tokens, rule.first, head_end).split())
+        if rule.key is not None and rule.assign < 0 and rule.contains < 0:
+            opening, closing = rule.key
+            yield Edit(tokens[opening].start, tokens[opening].end, " contains ")
+            yield Edit(tokens[closing].start, tokens[closing].end, "")
+            name = _render(tokens, rule.name_first, rule.name_last)
+            head = f"{name} contains {' '.join(_render(tokens, opening + 1, closing - 1).split())}"
+        yield from _body_edits(tokens, rule, head)
+
+
+def _body_edits(tokens: list[Token], rule: Rule, head: str) -> Iterator[Edit]:
+    for n, body in enumerate(rule.bodies):
+        if body.brace < 0 or _has_if(tokens, body):
+            continue
+        brace = tokens[body.brace]
+        if body.keyword == "" and n > 0:
+            # A v0 rule with several bodies: v1 wants each as its own rule, on its own line.
+            yield Edit(brace.start, brace.start, f"\n{head} if ")
+        else:
+            yield Edit(brace.start, brace.start, "if ")
+
+
+def _builtin_edits(tokens: list[Token]) -> Iterator[Edit]:
+    for i, tok in enumerate(tokens):
+        if tok.kind != "ident" or (i and tokens[i - 1].text == "."):
+            continue
+        dotted = tok.text
+        last = i
+        while tokens[last + 1].text == "." and tokens[last + 2].kind == "ident":
+            last += 2
+            dotted += "." + tokens[last].text
+        if dotted in RENAMED_BUILTINS and tokens[last + 1].text == "(":
+            yield Edit(tok.start, tokens[last].end, RENAMED_BUILTINS[dotted])
+
+
+def _has_if(tokens: list[Token], body: Body) -> bool:
+    if body.keyword == "if":
+        return True
+    return body.brace > 0 and tokens[body.brace - 1].text == "if"
+
+
+def _text(tokens: list[Token], first: int, last: int) -> str:
+    return "".join(t.text for t in tokens[first : last + 1])
+
+
+def _render(tokens: list[Token], first: int, last: int) -> str:
+    """Tokens first..last on one line, spaced where the source had space."""
+    parts: list[str] = []
+    for k in range(first, last + 1):
+        if k > first and tokens[k].start > tokens[k - 1].end:
+            parts.append(" ")
+        parts.append(tokens[k].text)
+    return "".join(parts)

@@ -25,6 +25,9 @@ TEMPLATE_API_VERSIONS = ("templates.gatekeeper.sh/v1", "templates.gatekeeper.sh/
 CONSTRAINT_GROUP = "constraints.gatekeeper.sh"
 CONSTRAINT_API_VERSIONS = tuple(f"{CONSTRAINT_GROUP}/{v}" for v in ("v1beta1", "v1alpha1", "v1"))
 ACTIONS: tuple[EnforcementAction, ...] = ("deny", "warn", "dryrun")
+# A constraint whose evaluation fails refuses the request (Fail) unless annotated Ignore.
+FAILURE_POLICY_ANNOTATION = "gpu-webhook.io/failure-policy"
+FAILURE_POLICIES = ("Fail", "Ignore")
 _KIND = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
 
 LineOf = Callable[[str], int]
@@ -85,6 +88,7 @@ class Constraint:
     match: ConstraintMatch
     parameters: Mapping[str, Any]
     where: Where = field(compare=False)
+    failure_policy: str = "Fail"
 
     @property
     def id(self) -> str:
@@ -195,6 +199,11 @@ def parse_constraint(
         action = raw_action
     else:
         problems.append(where.problem("spec.enforcementAction", f"must be one of {', '.join(ACTIONS)}"))
+    annotations = _get(doc, "metadata", "annotations") or {}
+    failure_policy = annotations.get(FAILURE_POLICY_ANNOTATION, "Fail")
+    if failure_policy not in FAILURE_POLICIES:
+        path = f"metadata.annotations.{FAILURE_POLICY_ANNOTATION}"
+        problems.append(where.problem(path, f"must be one of {', '.join(FAILURE_POLICIES)}"))
     match = ConstraintMatch()
     try:
         match = parse_match(spec.get("match"))
@@ -206,7 +215,7 @@ def parse_constraint(
         problems += parameter_problems(label, parameters, template.schema, where)
     if problems:
         raise PolicyError(problems)
-    return Constraint(kind, str(name), action, match, parameters or {}, where)
+    return Constraint(kind, str(name), action, match, parameters or {}, where, failure_policy)
 
 
 def parameter_problems(
@@ -279,10 +288,21 @@ class ConstraintResult:
     constraint: Constraint
     violations: tuple[Violation, ...] = ()
     error: str | None = None
+    fail_open: bool = False  # the engine could not be reached and is set to fail open
 
     @property
     def action(self) -> EnforcementAction:
         return self.constraint.action
+
+    @property
+    def error_ignored(self) -> bool:
+        return self.error is not None and (self.fail_open or self.constraint.failure_policy == "Ignore")
+
+    @property
+    def denies(self) -> bool:
+        """True if this result refuses the request: a deny constraint violated, or failed closed."""
+        failed_closed = self.error is not None and not self.error_ignored
+        return self.action == "deny" and (bool(self.violations) or failed_closed)
 
     def messages(self) -> list[str]:
         """One line per violation, prefixed with the constraint name, as Gatekeeper reports them."""

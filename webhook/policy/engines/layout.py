@@ -30,6 +30,8 @@ from webhook.validation.rego_syntax import RegoSyntaxError, parse
 TEMPLATES, LIBS, WRAPPERS = "gkt", "gkl", "gkw"
 # Extra input keys the wrapper reads; a template sees `review` and `parameters` as in Gatekeeper.
 CONSTRAINTS_KEY, INVENTORY_KEY = "_gk_constraints", "_gk_inventory"
+# Where a remote engine keeps constraint parameters: data.gk_parameters[Kind][name].
+PARAMETERS_DATA = "gk_parameters"
 ALL_RESULTS = f"{WRAPPERS}_all/results"
 
 _WRAPPER = """package {wrappers}.{kind}
@@ -37,10 +39,13 @@ _WRAPPER = """package {wrappers}.{kind}
 import rego.v1
 
 results contains [name, found] if {{
-	some name, parameters in input.{constraints}.{kind}
+	{parameters}
 	found := data.{templates}.{kind}.violation with input.parameters as parameters
 }}
 """
+# regopy crashes on `with input as …` and on `with … as data.x`; binding a variable first is safe.
+_FROM_INPUT = "some name, parameters in input.{constraints}.{kind}"
+_FROM_DATA = "some name in input.{constraints}.{kind}\n\tparameters := data.{data}.{kind}[name]"
 
 
 @dataclass(frozen=True)
@@ -65,13 +70,16 @@ def entrypoint(kind: str) -> str:
 COMPAT = Module(f"{rego_compat.COMPAT_PACKAGE}.rego", rego_compat.COMPAT_MODULE, None)
 
 
-def template_modules(template: ConstraintTemplate) -> list[Module]:
-    """The template's modules, isolated and rewritten; raise PolicyError on a syntax error."""
+def template_modules(template: ConstraintTemplate, *, parameters_in_data: bool = False) -> list[Module]:
+    """The template's modules, isolated and rewritten; raise PolicyError on a syntax error.
+
+    Order matters to OPA, which compiles on upload: libs first, the wrapper last.
+    """
     modules: list[Module] = []
     problems: list[PolicyProblem] = []
     lib_root = f"{LIBS}.{template.kind}"
     for n, source in enumerate(template.sources):
-        name = f"{template.kind}/{'rego' if n == 0 else f'libs[{n - 1}]'}"
+        name = f"{template.kind}/{'rego' if n == 0 else f'lib{n - 1}'}"
         try:
             text = _prepare(source, template.kind if n == 0 else None, lib_root)
         except RegoSyntaxError as e:
@@ -81,8 +89,8 @@ def template_modules(template: ConstraintTemplate) -> list[Module]:
     problems += _shape_problems(template, modules)
     if problems:
         raise PolicyError(problems)
-    modules.append(Module(f"{template.kind}/wrapper", wrapper(template), None))
-    return modules
+    modules.append(Module(f"{template.kind}/wrapper", wrapper(template, parameters_in_data), None))
+    return modules[1:-1] + modules[:1] + modules[-1:]
 
 
 def _prepare(source: RegoSource, kind: str | None, lib_root: str) -> str:
@@ -105,10 +113,11 @@ def _shape_problems(template: ConstraintTemplate, modules: Sequence[Module]) -> 
     return [PolicyProblem(source.file, source.first_line, source.path, "the Rego defines no violation rule")]
 
 
-def wrapper(template: ConstraintTemplate) -> str:
-    return _WRAPPER.format(
-        wrappers=WRAPPERS, templates=TEMPLATES, kind=template.kind, constraints=CONSTRAINTS_KEY
-    )
+def wrapper(template: ConstraintTemplate, parameters_in_data: bool = False) -> str:
+    kind = template.kind
+    source = _FROM_DATA if parameters_in_data else _FROM_INPUT
+    parameters = source.format(constraints=CONSTRAINTS_KEY, kind=kind, data=PARAMETERS_DATA)
+    return _WRAPPER.format(wrappers=WRAPPERS, templates=TEMPLATES, kind=kind, parameters=parameters)
 
 
 def all_results_module(kinds: Iterable[str]) -> str:

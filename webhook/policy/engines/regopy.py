@@ -27,6 +27,7 @@ from webhook.policy.engines.layout import (
 )
 from webhook.validation.gatekeeper import Constraint, ConstraintResult, ConstraintTemplate
 from webhook.validation.gatekeeper_input import Inventory, review_of_request
+from webhook.validation.rego_check import unknown_calls
 
 
 class RuntimeFailure(Exception):
@@ -57,6 +58,14 @@ def compile_modules(modules: Sequence[Module], entrypoints: Sequence[str]) -> An
         raise PolicyError(problems or [PolicyProblem("", 0, "", f"Rego compile error: {e}")]) from e
 
 
+def _unknown_calls(modules: Sequence[Module]) -> list[PolicyProblem]:
+    """Calls to functions defined nowhere: regopy would only fail (or crash) when reaching them."""
+    interpreter = new_interpreter()
+    by_name = {m.name: m for m in [COMPAT, *modules]}
+    found = unknown_calls(((m.name, m.text) for m in by_name.values()), interpreter.is_builtin)
+    return [by_name[u.module].problem(u.offset, f"unknown function {u.name}") for u in found]
+
+
 class RegoEngine:
     def __init__(self, templates: Mapping[str, ConstraintTemplate], bundle: Any) -> None:
         self.templates = dict(templates)
@@ -73,6 +82,8 @@ class RegoEngine:
                 modules[template.kind] = template_modules(template)
             except PolicyError as e:
                 problems += e.problems
+                continue
+            problems += _unknown_calls(modules[template.kind])
         if problems:
             raise PolicyError(problems)
         if not modules:

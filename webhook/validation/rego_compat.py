@@ -104,27 +104,49 @@ def for_regopy(source: str, *, v0: bool | None = None) -> str:
     return apply_edits(source, hoisted)
 
 
-def relocate(source: str, *, package: str | None, lib_root: str, inventory: str = "data.inventory") -> str:
-    """Move the module to `package` (or under `lib_root` for a lib) and `data.lib` refs with it.
+def relocate(
+    source: str,
+    *,
+    package: str | None,
+    lib_root: str,
+    inventory: str = "data.inventory",
+    parameters: str = "input.parameters",
+) -> str:
+    """Move the module to `package` (or under `lib_root` for a lib), with `data.lib` refs.
 
-    `data.inventory` becomes `inventory`: regopy crashes on `with data.inventory as …`
-    in some templates, so the engine passes the inventory in the input instead.
+    `data.inventory` and `input.parameters` become the refs the engine provides; a bare
+    `input` (as in `object.get(input, "parameters", {})`) becomes Gatekeeper's input
+    rebuilt from those parts, so it still sees both.
     """
     tokens = tokenize(source)
-    edits: list[Edit] = []
     module = parse(source)
     first, last = module.package
-    old = _text(tokens, first, last)
-    new = package if package is not None else f"{lib_root}.{old}"
-    edits.append(Edit(tokens[first].start, tokens[last].end, new))
+    new = package if package is not None else f"{lib_root}.{_text(tokens, first, last)}"
+    edits = [Edit(tokens[first].start, tokens[last].end, new)]
+    imports = {i for start, end in module.imports for i in range(start, end + 1)}
     for i, tok in enumerate(tokens[:-2]):
-        if tok.text != "data" or tokens[i + 1].text != "." or (i and tokens[i - 1].text == "."):
+        if tok.kind != "ident" or (i and tokens[i - 1].text == "."):
             continue
-        if tokens[i + 2].text == "lib":
+        following = [t.text for t in tokens[i + 1 : i + 4]]
+        if tok.text == "data" and following[:2] == [".", "lib"]:
             edits.append(Edit(tok.start, tokens[i + 2].end, f"data.{lib_root}.lib"))
-        elif tokens[i + 2].text == "inventory":
+        elif tok.text == "data" and following[:2] == [".", "inventory"]:
             edits.append(Edit(tok.start, tokens[i + 2].end, inventory))
+        elif tok.text == "input" and parameters != "input.parameters" and i not in imports:
+            edits += _parameter_edits(tokens, i, parameters)
     return apply_edits(source, edits)
+
+
+def _parameter_edits(tokens: list[Token], i: int, parameters: str) -> list[Edit]:
+    following = [t.text for t in tokens[i + 1 : i + 4]]
+    if following[:2] == [".", "parameters"]:
+        return [Edit(tokens[i].start, tokens[i + 2].end, parameters)]
+    if following == ["[", '"parameters"', "]"]:
+        return [Edit(tokens[i].start, tokens[i + 3].end, parameters)]
+    if following[0] not in (".", "[") and tokens[i - 1].text != "with":
+        whole = f'{{"review": input.review, "parameters": {parameters}}}'
+        return [Edit(tokens[i].start, tokens[i].end, whole)]
+    return []
 
 
 def package_of(source: str) -> str:

@@ -8,10 +8,12 @@ before any Rego runs.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
+from webhook.policy.engines.layout import ParameterTable
 from webhook.validation.constraint_match import MatchIndex, NamespaceUnknown
-from webhook.validation.gatekeeper import Constraint, ConstraintResult
+from webhook.validation.gatekeeper import Constraint, ConstraintResult, ConstraintTemplate
 from webhook.validation.gatekeeper_input import Inventory, review_of_request, subjects
 
 
@@ -30,6 +32,7 @@ class ConstraintSet:
 
     def __init__(self, constraints: Iterable[Constraint]) -> None:
         self._index = MatchIndex(constraints, lambda c: c.match)
+        self.parameters = ParameterTable(self._index.items)
 
     @property
     def constraints(self) -> tuple[Constraint, ...]:
@@ -60,4 +63,33 @@ class ConstraintSet:
         return matched, [failed[p] for p in sorted(failed)]
 
 
-__all__ = ["ConstraintSet", "Engine", "review_of_request"]
+@dataclass
+class Plan:
+    """What one request needs from an engine, decided before any Rego runs."""
+
+    review: dict[str, Any]
+    by_kind: dict[str, list[Constraint]]
+    decided: list[ConstraintResult]  # failures found without Rego: undecidable match, missing template
+    inventory: Inventory | None  # only when an applicable template reads data.inventory
+
+    @property
+    def constraints(self) -> list[Constraint]:
+        return [c for group in self.by_kind.values() for c in group]
+
+
+def plan(
+    request: Mapping[str, Any],
+    constraints: ConstraintSet,
+    inventory: Inventory | None,
+    templates: Mapping[str, ConstraintTemplate],
+) -> Plan:
+    review = review_of_request(request)
+    matched, decided = constraints.applicable(review, inventory)
+    by_kind: dict[str, list[Constraint]] = {}
+    for constraint in matched:
+        if constraint.kind in templates:
+            by_kind.setdefault(constraint.kind, []).append(constraint)
+        else:
+            decided.append(ConstraintResult(constraint, error=f"no compiled template for {constraint.kind}"))
+    needs_inventory = any(templates[kind].uses_inventory for kind in by_kind)
+    return Plan(review, by_kind, decided, (inventory or {}) if needs_inventory else None)

@@ -1,12 +1,21 @@
 """How templates become Rego modules, shared by every engine so they evaluate the same text.
 
 Each template lives in its own package (`gkt.<Kind>`) with its own copy of its libs
-(`gkl.<Kind>.lib…`), rewritten for regopy by rego_compat. A generated wrapper,
-`gkw.<Kind>.results`, evaluates the template once per applicable constraint, with
-Gatekeeper's input (`review`, `parameters`) and `data.inventory`:
+(`gkl.<Kind>.lib…`), rewritten for regopy by rego_compat. Constraints that share
+parameters are evaluated once: each distinct parameter set of a kind has a key. A
+generated wrapper, `gkw.<Kind>.results`, evaluates the template for each parameter set
+the request needs:
 
-    input = {"review": …, "_gk_constraints": {Kind: {name: parameters}}, "_gk_inventory": …}
-    data.gkw.<Kind>.results = {[name, violations], …}
+    input = {"review": …, "_gk_constraints": {Kind: {key: parameters}}, "_gk_inventory": …}
+    data.gkw.<Kind>.results = {key: violations}
+
+A template's `input.parameters` is rewritten to `data.gk_current_parameters`, which the
+wrapper replaces (`with`) per parameter set. regopy copies the whole document a `with`
+replaces into: replacing part of the input (review, inventory) made every evaluation as
+slow as the input is big, while the data holds only the compiled templates.
+
+A remote engine keeps the parameters as data instead (`data.gk_parameters[Kind][key]`)
+and the input names the keys: `{"_gk_constraints": {Kind: [key, …]}}`.
 """
 
 from __future__ import annotations
@@ -15,6 +24,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from webhook.errors import PolicyError, PolicyProblem
 from webhook.validation import rego_compat
@@ -30,22 +41,23 @@ from webhook.validation.rego_syntax import RegoSyntaxError, parse
 TEMPLATES, LIBS, WRAPPERS = "gkt", "gkl", "gkw"
 # Extra input keys the wrapper reads; a template sees `review` and `parameters` as in Gatekeeper.
 CONSTRAINTS_KEY, INVENTORY_KEY = "_gk_constraints", "_gk_inventory"
-# Where a remote engine keeps constraint parameters: data.gk_parameters[Kind][name].
+# Where constraint parameters live: data.gk_parameters[Kind][key].
 PARAMETERS_DATA = "gk_parameters"
-ALL_RESULTS = f"{WRAPPERS}_all/results"
+# What a template's `input.parameters` becomes: the wrapper binds it per parameter set.
+CURRENT_PARAMETERS = "gk_current_parameters"
 
 _WRAPPER = """package {wrappers}.{kind}
 
 import rego.v1
 
-results contains [name, found] if {{
+# regopy crashes on `with input as …` and on `with … as data.x`: bind a variable first.
+results[key] := found if {{
 	{parameters}
-	found := data.{templates}.{kind}.violation with input.parameters as parameters
+	found := data.{templates}.{kind}.violation with data.{current} as parameters
 }}
 """
-# regopy crashes on `with input as …` and on `with … as data.x`; binding a variable first is safe.
-_FROM_INPUT = "some name, parameters in input.{constraints}.{kind}"
-_FROM_DATA = "some name in input.{constraints}.{kind}\n\tparameters := data.{data}.{kind}[name]"
+_FROM_INPUT = "some key, parameters in input.{constraints}.{kind}"
+_FROM_DATA = "some key in input.{constraints}.{kind}\n\tparameters := data.{data}.{kind}[key]"
 
 
 @dataclass(frozen=True)
@@ -98,7 +110,11 @@ def _prepare(source: RegoSource, kind: str | None, lib_root: str) -> str:
         raise RegoSyntaxError(1, "a lib's package must start with 'lib.'")
     package = f"{TEMPLATES}.{kind}" if kind is not None else None
     moved = rego_compat.relocate(
-        source.text, package=package, lib_root=lib_root, inventory=f"input.{INVENTORY_KEY}"
+        source.text,
+        package=package,
+        lib_root=lib_root,
+        inventory=f"input.{INVENTORY_KEY}",
+        parameters=f"data.{CURRENT_PARAMETERS}",
     )
     return rego_compat.for_regopy(moved, v0=not source.v1)
 
@@ -114,10 +130,14 @@ def _shape_problems(template: ConstraintTemplate, modules: Sequence[Module]) -> 
 
 
 def wrapper(template: ConstraintTemplate, parameters_in_data: bool = False) -> str:
-    kind = template.kind
     source = _FROM_DATA if parameters_in_data else _FROM_INPUT
-    parameters = source.format(constraints=CONSTRAINTS_KEY, kind=kind, data=PARAMETERS_DATA)
-    return _WRAPPER.format(wrappers=WRAPPERS, templates=TEMPLATES, kind=kind, parameters=parameters)
+    return _WRAPPER.format(
+        wrappers=WRAPPERS,
+        templates=TEMPLATES,
+        kind=template.kind,
+        current=CURRENT_PARAMETERS,
+        parameters=source.format(constraints=CONSTRAINTS_KEY, kind=template.kind, data=PARAMETERS_DATA),
+    )
 
 
 def all_results_module(kinds: Iterable[str]) -> str:
@@ -128,32 +148,59 @@ def all_results_module(kinds: Iterable[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+class ParameterTable:
+    """Distinct parameter sets per kind, keyed `p0`, `p1`…; built once per constraint set."""
+
+    def __init__(self, constraints: Iterable[Constraint]) -> None:
+        self.data: dict[str, dict[str, Any]] = {}
+        self._key_of: dict[str, str] = {}
+        seen: dict[tuple[str, bytes], str] = {}
+        for constraint in constraints:
+            canonical = orjson.dumps(constraint.parameters, option=orjson.OPT_SORT_KEYS)
+            key = seen.get((constraint.kind, canonical))
+            if key is None:
+                key = seen[(constraint.kind, canonical)] = f"p{len(seen)}"
+                self.data.setdefault(constraint.kind, {})[key] = dict(constraint.parameters)
+            self._key_of[constraint.id] = key
+
+    def key(self, constraint: Constraint) -> str:
+        return self._key_of[constraint.id]
+
+    def keys(self, constraints: Iterable[Constraint]) -> dict[str, list[str]]:
+        grouped: dict[str, set[str]] = {}
+        for constraint in constraints:
+            grouped.setdefault(constraint.kind, set()).add(self.key(constraint))
+        return {kind: sorted(keys) for kind, keys in grouped.items()}
+
+    def parameters(self, constraints: Iterable[Constraint]) -> dict[str, dict[str, Any]]:
+        return {
+            kind: {key: self.data[kind][key] for key in keys} for kind, keys in self.keys(constraints).items()
+        }
+
+
 def input_document(
-    review: Mapping[str, Any], constraints: Sequence[Constraint], inventory: Mapping[str, Any] | None
+    review: Mapping[str, Any], asked: Mapping[str, Any], inventory: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    grouped: dict[str, dict[str, Any]] = {}
-    for constraint in constraints:
-        grouped.setdefault(constraint.kind, {})[constraint.name] = dict(constraint.parameters)
-    document: dict[str, Any] = {"review": review, CONSTRAINTS_KEY: grouped}
+    """`asked` is `ParameterTable.parameters(…)`, or `.keys(…)` for an engine with parameters as data."""
+    document: dict[str, Any] = {"review": review, CONSTRAINTS_KEY: asked}
     if inventory is not None:
         document[INVENTORY_KEY] = inventory
     return document
 
 
-def read_results(value: Any, constraints: Sequence[Constraint]) -> list[ConstraintResult]:
+def read_results(
+    value: Any, constraints: Sequence[Constraint], table: ParameterTable
+) -> list[ConstraintResult]:
     """Turn a wrapper's `results` into one ConstraintResult per constraint asked about."""
-    found: dict[str, Any] = {}
-    if isinstance(value, list):
-        for pair in value:
-            if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str):
-                found[pair[0]] = pair[1]
+    found = value if isinstance(value, Mapping) else {}
     results = []
     for constraint in constraints:
-        if constraint.name not in found:
+        key = table.key(constraint)
+        if key not in found:
             results.append(ConstraintResult(constraint, error="the template produced no result"))
             continue
         try:
-            results.append(ConstraintResult(constraint, violations_from_rego(found[constraint.name])))
+            results.append(ConstraintResult(constraint, violations_from_rego(found[key])))
         except ValueError as e:
             results.append(ConstraintResult(constraint, error=str(e)))
     return results

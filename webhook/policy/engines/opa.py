@@ -20,20 +20,20 @@ from opa_client import OpaClient
 from opa_client.errors import RegoParseError
 
 from webhook.errors import ConfigError, PolicyError, PolicyProblem
-from webhook.policy.engines import ConstraintSet
+from webhook.policy.engines import ConstraintSet, Plan, plan
 from webhook.policy.engines.layout import (
     COMPAT,
-    CONSTRAINTS_KEY,
-    INVENTORY_KEY,
     PARAMETERS_DATA,
     WRAPPERS,
     Module,
+    ParameterTable,
     all_results_module,
+    input_document,
     read_results,
     template_modules,
 )
 from webhook.validation.gatekeeper import Constraint, ConstraintResult, ConstraintTemplate
-from webhook.validation.gatekeeper_input import Inventory, review_of_request
+from webhook.validation.gatekeeper_input import Inventory
 
 POLICY_PREFIX = "gpu-webhook/"
 _UNREACHABLE = (requests.ConnectionError, requests.Timeout)
@@ -123,58 +123,34 @@ class OpaEngine:
         if problems:
             raise PolicyError(problems)
 
-    def _sync_parameters(self, constraints: ConstraintSet) -> None:
+    def _sync_parameters(self, constraints: ConstraintSet) -> ParameterTable:
         """Keep OPA's copy of the parameters equal to the constraint set being evaluated."""
         with self._lock:
-            if self._pushed is constraints:
-                return
-            grouped: dict[str, dict[str, Any]] = {}
-            for constraint in constraints.constraints:
-                grouped.setdefault(constraint.kind, {})[constraint.name] = dict(constraint.parameters)
-            try:
-                self._client.update_or_create_data(grouped, PARAMETERS_DATA)
-            except _UNREACHABLE as e:
-                raise Unreachable(str(e)) from e
-            self._pushed = constraints
+            if self._pushed is not constraints:
+                try:
+                    self._client.update_or_create_data(constraints.parameters.data, PARAMETERS_DATA)
+                except _UNREACHABLE as e:
+                    raise Unreachable(str(e)) from e
+                self._pushed = constraints
+            return constraints.parameters
 
     def evaluate(
         self, request: Mapping[str, Any], constraints: ConstraintSet, inventory: Inventory | None = None
     ) -> list[ConstraintResult]:
-        review = review_of_request(request)
-        matched, results = constraints.applicable(review, inventory)
-        by_kind: dict[str, list[Constraint]] = {}
-        for constraint in matched:
-            if constraint.kind in self.templates:
-                by_kind.setdefault(constraint.kind, []).append(constraint)
-            else:
-                results.append(
-                    ConstraintResult(constraint, error=f"no compiled template for {constraint.kind}")
-                )
-        if not by_kind:
-            return results
-        needs_inventory = any(self.templates[kind].uses_inventory for kind in by_kind)
-        document = self._input(review, by_kind, inventory if needs_inventory else None)
+        work = plan(request, constraints, inventory, self.templates)
+        if not work.by_kind:
+            return work.decided
         try:
-            self._sync_parameters(constraints)
-            value = self._query(document)
+            table = self._sync_parameters(constraints)
+            value = self._query(input_document(work.review, table.keys(work.constraints), work.inventory))
         except Unreachable as e:
-            return results + self._unreachable(matched, str(e))
+            return work.decided + self._unreachable(work.constraints, str(e))
         except EvaluationFailed:
-            return results + self._one_by_one(review, by_kind, inventory if needs_inventory else None)
-        for kind, group in by_kind.items():
-            results += read_results(value.get(kind) if isinstance(value, Mapping) else None, group)
+            return work.decided + self._one_by_one(work, table)
+        results = work.decided
+        for kind, group in work.by_kind.items():
+            results += read_results(_field(value, kind), group, table)
         return results
-
-    def _input(
-        self, review: Mapping[str, Any], by_kind: Mapping[str, list[Constraint]], inventory: Inventory | None
-    ) -> dict[str, Any]:
-        document: dict[str, Any] = {
-            "review": review,
-            CONSTRAINTS_KEY: {kind: [c.name for c in group] for kind, group in by_kind.items()},
-        }
-        if inventory is not None:
-            document[INVENTORY_KEY] = inventory
-        return document
 
     def _query(self, document: Mapping[str, Any]) -> Any:
         try:
@@ -183,32 +159,31 @@ class OpaEngine:
             raise Unreachable(str(e)) from e
         except requests.HTTPError as e:
             status = e.response.status_code if e.response is not None else 0
-            if status in (502, 503, 504) or status == 0:
+            if status in (0, 502, 503, 504):
                 raise Unreachable(f"OPA answered {status}") from e
             raise EvaluationFailed(_opa_message(e.response)) from e
         return answer.get("result") if isinstance(answer, Mapping) else None
 
-    def _one_by_one(
-        self, review: Mapping[str, Any], by_kind: Mapping[str, list[Constraint]], inventory: Inventory | None
-    ) -> list[ConstraintResult]:
+    def _one_by_one(self, work: Plan, table: ParameterTable) -> list[ConstraintResult]:
         """After a failed query, ask about each constraint alone so the failure is named."""
         results: list[ConstraintResult] = []
-        for kind, group in by_kind.items():
-            for constraint in group:
-                try:
-                    value = self._query(self._input(review, {kind: [constraint]}, inventory))
-                    results += read_results(
-                        value.get(kind) if isinstance(value, Mapping) else None, [constraint]
-                    )
-                except EvaluationFailed as e:
-                    results.append(ConstraintResult(constraint, error=f"evaluation failed: {e}"))
-                except Unreachable as e:
-                    results += self._unreachable([constraint], str(e))
+        for constraint in work.constraints:
+            try:
+                value = self._query(input_document(work.review, table.keys([constraint]), work.inventory))
+                results += read_results(_field(value, constraint.kind), [constraint], table)
+            except EvaluationFailed as e:
+                results.append(ConstraintResult(constraint, error=f"evaluation failed: {e}"))
+            except Unreachable as e:
+                results += self._unreachable([constraint], str(e))
         return results
 
     def _unreachable(self, constraints: Sequence[Constraint], reason: str) -> list[ConstraintResult]:
         error = f"OPA at {self.settings.url} unreachable: {reason}"
         return [ConstraintResult(c, error=error, fail_open=self.settings.fail_open) for c in constraints]
+
+
+def _field(value: Any, key: str) -> Any:
+    return value.get(key) if isinstance(value, Mapping) else None
 
 
 def _located(module: Module, error: Mapping[str, Any]) -> PolicyProblem:

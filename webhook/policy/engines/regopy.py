@@ -1,8 +1,8 @@
 """In-process Rego on regopy: every template compiled once into one bundle, queried per request.
 
-Per request the input is set once and each applicable template's entrypoint is
-queried on the same interpreter (setting the input is the dominant cost). regopy
-interpreters are not known to be thread-safe, so each thread gets its own.
+Per request the input is set once and each applicable template's entrypoint is queried
+on the same interpreter (setting the input is the dominant cost). regopy interpreters
+are not known to be thread-safe, so each thread gets its own; the bundle is shared.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ import orjson
 from regopy import Interpreter, LogLevel, RegoError, rego_shared
 
 from webhook.errors import PolicyError, PolicyProblem
-from webhook.policy.engines import ConstraintSet
+from webhook.policy.engines import ConstraintSet, Plan, plan
 from webhook.policy.engines.layout import (
     COMPAT,
     Module,
+    ParameterTable,
     entrypoint,
     input_document,
     read_results,
@@ -26,7 +27,7 @@ from webhook.policy.engines.layout import (
     template_modules,
 )
 from webhook.validation.gatekeeper import Constraint, ConstraintResult, ConstraintTemplate
-from webhook.validation.gatekeeper_input import Inventory, review_of_request
+from webhook.validation.gatekeeper_input import Inventory
 from webhook.validation.rego_check import unknown_calls
 
 
@@ -89,19 +90,10 @@ class RegoEngine:
         if not modules:
             return cls({}, None)
         try:
-            bundle = compile_modules(
-                [m for ms in modules.values() for m in ms], [entrypoint(k) for k in modules]
-            )
+            everything = [m for own in modules.values() for m in own]
+            bundle = compile_modules(everything, [entrypoint(k) for k in modules])
         except PolicyError:
-            # Compile each template alone so every problem is named once, with its own file.
-            for kind, own in modules.items():
-                try:
-                    compile_modules(own, [entrypoint(kind)])
-                except PolicyError as e:
-                    problems += e.problems
-            raise PolicyError(
-                problems or [PolicyProblem("", 0, "", "templates do not compile together")]
-            ) from None
+            raise PolicyError(_per_template_problems(modules)) from None
         return cls({t.kind: t for t in templates}, bundle)
 
     def close(self) -> None:
@@ -110,41 +102,30 @@ class RegoEngine:
     def evaluate(
         self, request: Mapping[str, Any], constraints: ConstraintSet, inventory: Inventory | None = None
     ) -> list[ConstraintResult]:
-        review = review_of_request(request)
-        matched, results = constraints.applicable(review, inventory)
-        by_kind: dict[str, list[Constraint]] = {}
-        for constraint in matched:
-            if constraint.kind in self.templates:
-                by_kind.setdefault(constraint.kind, []).append(constraint)
-            else:
-                results.append(
-                    ConstraintResult(constraint, error=f"no compiled template for {constraint.kind}")
-                )
-        if not by_kind:
-            return results
-        needs_inventory = any(self.templates[kind].uses_inventory for kind in by_kind)
-        inventory_doc = (inventory or {}) if needs_inventory else None
-        asked = [c for group in by_kind.values() for c in group]
-        self._set_input(input_document(review, asked, inventory_doc))
-        failed: list[str] = []
-        for kind, group in by_kind.items():
+        work = plan(request, constraints, inventory, self.templates)
+        if not work.by_kind:
+            return work.decided
+        table = constraints.parameters
+        self._set_input(input_document(work.review, table.parameters(work.constraints), work.inventory))
+        results, failed = work.decided, []
+        for kind, group in work.by_kind.items():
             try:
-                results += read_results(self._query(entrypoint(kind)), group)
+                results += read_results(self._query(entrypoint(kind)), group, table)
             except RuntimeFailure:
                 failed.append(kind)
         for kind in failed:
-            results += self._one_by_one(review, by_kind[kind], inventory_doc)
+            results += self._one_by_one(work, table, work.by_kind[kind])
         return results
 
     def _one_by_one(
-        self, review: Mapping[str, Any], group: list[Constraint], inventory: Inventory | None
+        self, work: Plan, table: ParameterTable, group: list[Constraint]
     ) -> list[ConstraintResult]:
         """After a template failed, find which of its constraints fail, and why."""
         results = []
         for constraint in group:
-            self._set_input(input_document(review, [constraint], inventory))
+            self._set_input(input_document(work.review, table.parameters([constraint]), work.inventory))
             try:
-                results += read_results(self._query(entrypoint(constraint.kind)), [constraint])
+                results += read_results(self._query(entrypoint(constraint.kind)), [constraint], table)
             except RuntimeFailure as e:
                 results.append(ConstraintResult(constraint, error=f"evaluation failed: {e}"))
         return results
@@ -162,6 +143,17 @@ class RegoEngine:
         if self._bundle is None:
             raise RuntimeFailure("the engine is closed")
         return query_entrypoint(self._interpreter(), self._bundle, name)
+
+
+def _per_template_problems(modules: Mapping[str, list[Module]]) -> list[PolicyProblem]:
+    """Compile each template alone so every problem is named once, with its own file."""
+    problems: list[PolicyProblem] = []
+    for kind, own in modules.items():
+        try:
+            compile_modules(own, [entrypoint(kind)])
+        except PolicyError as e:
+            problems += e.problems
+    return problems or [PolicyProblem("", 0, "", "the templates do not compile together")]
 
 
 def query_entrypoint(interpreter: Interpreter, bundle: Any, name: str) -> Any:

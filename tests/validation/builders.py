@@ -64,6 +64,25 @@ violation[{"msg": "unreachable"}] {
 }
 """
 
+# regopy aborts the whole process compiling this (a `with input as` over another package's rule).
+CRASHES_REGOPY = """package k8scrash
+import future.keywords.in
+
+violation[{"msg": name}] {
+  some name, p in input.review.object
+  review := input.review
+  found := data.lib.inner.violation with input as {"review": review, "parameters": p}
+  count(found) > 0
+}
+"""
+CRASHES_REGOPY_LIB = """package lib.inner
+
+violation[{"msg": "x"}] {
+  c := input.review.object.spec.containers[_]
+  not startswith(c.image, "good/")
+}
+"""
+
 
 def template(
     kind: str,

@@ -206,6 +206,16 @@ def _rego_at_line_10(path: str) -> int:
     return 10 if path.endswith(".rego") else 1
 
 
+def test_isolated_compile_turns_a_regopy_crash_into_a_problem() -> None:
+    crashing = b.template("K8sCrash", b.CRASHES_REGOPY, libs=(b.CRASHES_REGOPY_LIB,))
+    template = parse_template(crashing, Where("crash.yaml", _rego_at_line_10))
+    with pytest.raises(PolicyError) as info:
+        RegoEngine.compile([REPOS, template], isolated=True)
+    [problem] = info.value.problems
+    assert (problem.file, problem.line) == ("crash.yaml", 11)
+    assert "regopy crashed" in problem.reason
+
+
 @pytest.mark.parametrize(("fail_open", "denies"), [(False, True), (True, False)])
 def test_unreachable_opa_follows_the_fail_setting(fail_open: bool, denies: bool) -> None:
     with running() as opa:

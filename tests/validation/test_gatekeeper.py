@@ -9,7 +9,7 @@ import pytest
 
 from tests.validation import builders as b
 from webhook.errors import PolicyError
-from webhook.validation.gatekeeper import Where, parse_constraint, parse_template
+from webhook.validation.gatekeeper import Where, parse_constraint, parse_documents, parse_template
 from webhook.validation.yamldoc import load_documents
 
 TEMPLATE_YAML = """\
@@ -200,3 +200,29 @@ def test_enforcement_action_defaults_to_deny() -> None:
     assert (
         parse_constraint(b.constraint("K8sThing", "c"), Where("c.yaml"), {THING.kind: THING}).action == "deny"
     )
+
+
+def test_documents_load_templates_before_their_constraints_in_any_order() -> None:
+    docs = [
+        (b.constraint("K8sThing", "first"), Where("c.yaml")),
+        ({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ignored"}}, Where("cm.yaml")),
+        (_template_with(), Where("t.yaml")),
+    ]
+    policies = parse_documents(docs)
+    assert [t.kind for t in policies.templates] == ["K8sThing"]
+    assert [c.id for c in policies.constraints] == ["K8sThing/first"]
+
+
+def test_duplicate_templates_and_constraints_are_problems() -> None:
+    docs = [
+        (_template_with(), Where("t1.yaml")),
+        (_template_with(), Where("t2.yaml")),
+        (b.constraint("K8sThing", "c"), Where("c1.yaml")),
+        (b.constraint("K8sThing", "c"), Where("c2.yaml")),
+    ]
+    with pytest.raises(PolicyError) as info:
+        parse_documents(docs)
+    assert [(p.file, "also defined in" in p.reason) for p in info.value.problems] == [
+        ("t2.yaml", True),
+        ("c2.yaml", True),
+    ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,6 +93,46 @@ class Constraint:
     @property
     def id(self) -> str:
         return f"{self.kind}/{self.name}"
+
+
+@dataclass(frozen=True)
+class GatekeeperPolicies:
+    templates: tuple[ConstraintTemplate, ...] = ()
+    constraints: tuple[Constraint, ...] = ()
+
+
+def parse_documents(documents: Iterable[tuple[Mapping[str, Any], Where]]) -> GatekeeperPolicies:
+    """Every ConstraintTemplate, then every Constraint, among loaded documents (others are
+    ignored); raise PolicyError with every problem, duplicates included."""
+    chosen = list(documents)
+    problems: list[PolicyProblem] = []
+    templates: dict[str, ConstraintTemplate] = {}
+    for doc, where in (d for d in chosen if is_template(d[0])):
+        try:
+            template = parse_template(doc, where)
+        except PolicyError as e:
+            problems += e.problems
+            continue
+        if template.kind in templates:
+            other = templates[template.kind].where.file
+            problems.append(
+                where.problem("spec.crd.spec.names.kind", f"{template.kind} is also defined in {other}")
+            )
+        templates[template.kind] = template
+    constraints: dict[str, Constraint] = {}
+    for doc, where in (d for d in chosen if is_constraint(d[0])):
+        try:
+            constraint = parse_constraint(doc, where, templates)
+        except PolicyError as e:
+            problems += e.problems
+            continue
+        if constraint.id in constraints:
+            other = constraints[constraint.id].where.file
+            problems.append(where.problem("metadata.name", f"{constraint.id} is also defined in {other}"))
+        constraints[constraint.id] = constraint
+    if problems:
+        raise PolicyError(problems)
+    return GatekeeperPolicies(tuple(templates.values()), tuple(constraints.values()))
 
 
 def is_template(doc: Mapping[str, Any]) -> bool:

@@ -26,6 +26,7 @@ from webhook.policy.engines.layout import (
     regopy_errors,
     template_modules,
 )
+from webhook.policy.engines.vet import crash_problems
 from webhook.validation.gatekeeper import Constraint, ConstraintResult, ConstraintTemplate
 from webhook.validation.gatekeeper_input import Inventory
 from webhook.validation.rego_check import unknown_calls
@@ -74,8 +75,12 @@ class RegoEngine:
         self._local = threading.local()
 
     @classmethod
-    def compile(cls, templates: Sequence[ConstraintTemplate]) -> RegoEngine:
-        """Compile every template with its libs; raise PolicyError with every problem found."""
+    def compile(cls, templates: Sequence[ConstraintTemplate], *, isolated: bool = False) -> RegoEngine:
+        """Compile every template with its libs; raise PolicyError with every problem found.
+
+        `isolated` first compiles and runs them in a child process, so Rego that crashes
+        regopy is reported as a problem instead of killing this process (a server should).
+        """
         problems: list[PolicyProblem] = []
         modules: dict[str, list[Module]] = {}
         for template in templates:
@@ -85,6 +90,8 @@ class RegoEngine:
                 problems += e.problems
                 continue
             problems += _unknown_calls(modules[template.kind])
+        if not problems and isolated and modules:
+            problems = crash_problems(modules, {t.kind: t for t in templates})
         if problems:
             raise PolicyError(problems)
         if not modules:

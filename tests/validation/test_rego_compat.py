@@ -118,6 +118,14 @@ SEMANTICS: list[tuple[str, str, str, Any, Any]] = [
         "one and %!v(MISSING)",
     ),
     (
+        "key and value iteration inside a comprehension, in a head and in a body",
+        "package t\nimport rego.v1\n"
+        "r := {k | some k, _ in input.a} | s if {\n  s := {v | some _, v in input.b}\n}",
+        "r",
+        {"a": {"x": 1}, "b": {"y": "z"}},
+        Unordered(["x", "z"]),
+    ),
+    (
         "re_match, removed in v1, still works",
         'package t\nr {\n  re_match("^good/", input.image)\n}',
         "r",

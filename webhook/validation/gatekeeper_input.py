@@ -100,7 +100,8 @@ def _subject(obj: Mapping[str, Any], review: Mapping[str, Any], inventory: Inven
         group, _ = split_api_version(str(obj.get("apiVersion", "")))
         kind = str(obj.get("kind", ""))
     else:
-        group, kind = str(review["kind"].get("group", "")), str(review["kind"].get("kind", ""))
+        requested = review.get("kind") or {}
+        group, kind = str(requested.get("group", "")), str(requested.get("kind", ""))
     is_namespace = kind == "Namespace" and group == ""
     name = str(metadata.get("name") or review.get("name") or "")
     namespace = name if is_namespace else str(metadata.get("namespace") or review.get("namespace") or "")

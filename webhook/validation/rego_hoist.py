@@ -56,6 +56,8 @@ class Hoister:
     def edits(self) -> Iterator[tuple[int, int, str]]:
         """(start, end, text) replacements for every body literal that changes."""
         for rule in self.module.rules:
+            for value in rule.values:
+                yield from self._head_comprehensions(value)
             for body in rule.bodies:
                 if body.query is None:
                     continue
@@ -68,6 +70,18 @@ class Hoister:
                     if text != self.source[start:end]:
                         yield start, end, "{ " + text + " }" if braces else text
 
+    def _head_comprehensions(self, node: Node) -> Iterator[tuple[int, int, str]]:
+        """Comprehensions in a rule head have bodies too; rewrite those (heads get no bindings)."""
+        if isinstance(node, Comprehension):
+            bindings: list[str] = []
+            text = self._render(node, False, bindings)
+            start, end = self._chars(node)
+            if not bindings and text != self.source[start:end]:
+                yield start, end, text
+            return
+        for child in _children(node):
+            yield from self._head_comprehensions(child)
+
     def _needs_separator(self, literal: Literal, query: Query, n: int) -> bool:
         # regopy reads `x` NEWLINE `(y)` as the call `x(y)`; OPA ends the literal at the newline.
         following = self.tokens[query.literals[n + 1].first]
@@ -79,7 +93,9 @@ class Hoister:
 
     # -- planning: which nodes move -----------------------------------------------
 
-    def literal(self, literal: Literal, *, flatten: bool) -> str:
+    def literal(self, literal: Literal, *, flatten: bool, nested: bool = False) -> str:
+        if nested and len(literal.names) == 2 and literal.domain is not None:
+            return self._some_key_value(literal, flatten)
         if literal.negated and literal.expr is not None and not literal.modifiers:
             self._plan_negated(literal.expr)
         for node in (literal.expr, literal.domain):
@@ -165,8 +181,24 @@ class Hoister:
             if n:
                 gap = self._raw(self._chars(query.literals[n - 1])[1], self._chars(literal)[0], flatten)
                 pieces.append("; " if flatten else gap if ";" in gap or "\n" not in gap else ";" + gap)
-            pieces.append(self.literal(literal, flatten=flatten))
+            pieces.append(self.literal(literal, flatten=flatten, nested=True))
         return "".join(pieces)
+
+    def _some_key_value(self, literal: Literal, flatten: bool) -> str:
+        """regopy refuses `some k, v in xs` inside a comprehension; `some k; v = xs[k]` is the same."""
+        assert literal.domain is not None
+        bindings: list[str] = []
+        self._plan(literal.domain, _TOP)
+        collection = self._render(literal.domain, True, bindings)
+        key, value = (self._render(name, True, bindings) for name in literal.names)
+        self.counter += 1
+        name = f"__h{self.counter}"
+        if key == "_":
+            key = f"{name}k"
+        text = f"{name} := {collection}; some {key}; {value} = {name}[{key}]"
+        start, end = self._chars(literal)
+        lines = "" if flatten else "\n" * self.source.count("\n", start, end)
+        return "".join(f"{b}; " for b in bindings) + text + lines
 
     def _raw(self, start: int, end: int, flatten: bool) -> str:
         text = self.source[start:end]

@@ -133,6 +133,7 @@ class Literal(Node):
     domain: Node | None = None  # `some x in domain` / `every x in domain`
     body: Query | None = None  # `every … { body }`
     modifiers: list[Node] = field(default_factory=list)
+    names: list[Node] = field(default_factory=list)  # `some k, v …`
 
 
 @dataclass
@@ -156,6 +157,7 @@ class Rule(Node):
     contains: int = -1
     assign: int = -1
     bodies: list[Body] = field(default_factory=list)
+    values: list[Node] = field(default_factory=list)  # head terms: key, contains, value, else values
 
 
 @dataclass
@@ -238,10 +240,10 @@ class _Parser:
             self.call_args()
         if self.at("contains"):
             rule.contains = self.take()
-            self.expr(1)
+            rule.values.append(self.expr(1))
         if self.at("=", ":="):
             rule.assign = self.take()
-            self.expr(1)
+            rule.values.append(self.expr(1))
         self.bodies(rule)
         rule.last = self.i - 1
         return rule
@@ -271,7 +273,7 @@ class _Parser:
             first = self.take()
             if self.at("=", ":="):
                 self.take()
-                self.expr(1)
+                rule.values.append(self.expr(1))
             if self.at("if"):
                 self.take()
             elif not self.at("{"):
@@ -334,7 +336,7 @@ class _Parser:
         if self.at("in") and not self.at_line_break():
             self.take()
             domain = self.expr(2)
-        return Literal(first, self.i - 1, False, None, domain=domain)
+        return Literal(first, self.i - 1, False, None, domain=domain, names=names)
 
     def every(self, first: int) -> Literal:
         self.take()

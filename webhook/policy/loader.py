@@ -9,6 +9,7 @@ import yaml
 
 from webhook.errors import PolicyError, PolicyProblem
 from webhook.policy.model import PolicySet
+from webhook.validation.gatekeeper import is_constraint, is_template
 
 POLICY_SUFFIXES = (".yaml", ".yml")
 
@@ -45,8 +46,19 @@ def _check_file(path: Path, text: bytes) -> list[PolicyProblem]:
         line = e.problem_mark.line + 1 if isinstance(e, yaml.MarkedYAMLError) and e.problem_mark else 0
         return [PolicyProblem(str(path), line, "", f"invalid YAML: {getattr(e, 'problem', e)}")]
     return [
-        PolicyProblem(str(path), doc.start_mark.line + 1, "kind", "unknown policy kind") for doc in documents
+        PolicyProblem(str(path), doc.start_mark.line + 1, "kind", "unknown policy kind")
+        for doc in documents
+        if not _gatekeeper(doc)
     ]
+
+
+def _gatekeeper(node: yaml.Node) -> bool:
+    """ConstraintTemplates and Constraints are compiled by webhook.validation.gatekeeper."""
+    if not isinstance(node, yaml.MappingNode):
+        return False
+    fields = {k.value: v.value for k, v in node.value if isinstance(v, yaml.ScalarNode)}
+    document = {"kind": fields.get("kind", ""), "apiVersion": fields.get("apiVersion", "")}
+    return is_template(document) or is_constraint(document)
 
 
 def _hidden(path: Path, root: Path) -> bool:

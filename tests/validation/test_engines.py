@@ -13,8 +13,9 @@ from webhook.errors import PolicyError
 from webhook.policy.engines import ConstraintSet, Engine
 from webhook.policy.engines.opa import OpaEngine, OpaSettings
 from webhook.policy.engines.regopy import RegoEngine
-from webhook.validation.gatekeeper import ConstraintResult, ConstraintTemplate, Where, parse_template
+from webhook.validation.gatekeeper import ConstraintTemplate, Where, parse_template
 from webhook.validation.gatekeeper_input import inventory_of
+from webhook.validation.results import ConstraintResult
 
 Factory = Callable[[Sequence[ConstraintTemplate]], Engine]
 

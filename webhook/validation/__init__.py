@@ -1,0 +1,1 @@
+"""Validation: the Gatekeeper model (templates, constraints, match, Suites) and Rego for regopy."""

@@ -23,13 +23,13 @@ from webhook.errors import PolicyError
 from webhook.policy.engines import ConstraintSet, Engine
 from webhook.validation.gatekeeper import (
     Constraint,
-    ConstraintResult,
     ConstraintTemplate,
     Where,
     parse_constraint,
     parse_template,
 )
 from webhook.validation.gatekeeper_input import inventory_of, review_of_admission_review, review_of_object
+from webhook.validation.results import ConstraintResult
 from webhook.validation.yamldoc import Document, load_documents
 
 SUITE_API_VERSION = "test.gatekeeper.sh/v1alpha1"

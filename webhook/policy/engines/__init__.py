@@ -13,8 +13,9 @@ from typing import Any, Protocol
 
 from webhook.policy.engines.layout import ParameterTable
 from webhook.validation.constraint_match import MatchIndex, NamespaceUnknown
-from webhook.validation.gatekeeper import Constraint, ConstraintResult, ConstraintTemplate
+from webhook.validation.gatekeeper import Constraint, ConstraintTemplate
 from webhook.validation.gatekeeper_input import Inventory, review_of_request, subjects
+from webhook.validation.results import ConstraintResult
 
 
 class Engine(Protocol):

@@ -29,14 +29,9 @@ import orjson
 
 from webhook.errors import PolicyError, PolicyProblem
 from webhook.validation import rego_compat
-from webhook.validation.gatekeeper import (
-    Constraint,
-    ConstraintResult,
-    ConstraintTemplate,
-    RegoSource,
-    violations_from_rego,
-)
+from webhook.validation.gatekeeper import Constraint, ConstraintTemplate, RegoSource
 from webhook.validation.rego_syntax import RegoSyntaxError, parse
+from webhook.validation.results import ConstraintResult, violations_from_rego
 
 TEMPLATES, LIBS, WRAPPERS = "gkt", "gkl", "gkw"
 # Extra input keys the wrapper reads; a template sees `review` and `parameters` as in Gatekeeper.

@@ -32,8 +32,9 @@ from webhook.policy.engines.layout import (
     read_results,
     template_modules,
 )
-from webhook.validation.gatekeeper import Constraint, ConstraintResult, ConstraintTemplate
+from webhook.validation.gatekeeper import Constraint, ConstraintTemplate
 from webhook.validation.gatekeeper_input import Inventory
+from webhook.validation.results import ConstraintResult
 
 POLICY_PREFIX = "gpu-webhook/"
 _UNREACHABLE = (requests.ConnectionError, requests.Timeout)

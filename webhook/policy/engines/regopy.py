@@ -27,9 +27,10 @@ from webhook.policy.engines.layout import (
     template_modules,
 )
 from webhook.policy.engines.vet import crash_problems
-from webhook.validation.gatekeeper import Constraint, ConstraintResult, ConstraintTemplate
+from webhook.validation.gatekeeper import Constraint, ConstraintTemplate
 from webhook.validation.gatekeeper_input import Inventory
 from webhook.validation.rego_check import unknown_calls
+from webhook.validation.results import ConstraintResult
 
 
 class RuntimeFailure(Exception):

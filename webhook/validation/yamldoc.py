@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,14 @@ class Document:
     lines: dict[str, int]
 
     def line_of(self, path: str) -> int:
-        """1-based line of a field path such as `spec.targets[0].rego`; 0 when unknown."""
+        """1-based line of a field path such as `spec.targets[0].rego`, or of its nearest
+        present parent: a missing field points at the object that lacks it."""
+        while path and path not in self.lines:
+            path = _PARENT.sub("", path)
         return self.lines.get(path, 0)
+
+
+_PARENT = re.compile(r"(\.?[^.\[\]]+|\[[^\]]*\])$")
 
 
 def load_documents(path: Path) -> list[Document]:

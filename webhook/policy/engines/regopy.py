@@ -1,8 +1,11 @@
-"""In-process Rego on regopy: every template compiled once into one bundle, queried per request.
+"""In-process Rego on regopy: every template compiled once into its own bundle, queried per request.
 
-Per request the input is set once and each applicable template's entrypoint is queried
-on the same interpreter (setting the input is the dominant cost). regopy interpreters
-are not known to be thread-safe, so each thread gets its own; the bundle is shared.
+One bundle per template, not one for all: regopy corrupts memory building some large
+bundles (the gatekeeper-library's 49 templates together crash it; each alone is fine),
+and a small bundle is also quicker to query. Per request the input is set once on an
+interpreter and each applicable template's bundle is queried there (setting the input is
+the dominant cost). regopy interpreters are not known to be thread-safe, so each thread
+gets its own; the bundles are shared.
 """
 
 from __future__ import annotations
@@ -70,9 +73,9 @@ def _unknown_calls(modules: Sequence[Module]) -> list[PolicyProblem]:
 
 
 class RegoEngine:
-    def __init__(self, templates: Mapping[str, ConstraintTemplate], bundle: Any) -> None:
+    def __init__(self, templates: Mapping[str, ConstraintTemplate], bundles: Mapping[str, Any]) -> None:
         self.templates = dict(templates)
-        self._bundle = bundle
+        self._bundles = dict(bundles)
         self._local = threading.local()
 
     @classmethod
@@ -95,17 +98,18 @@ class RegoEngine:
             problems = crash_problems(modules, {t.kind: t for t in templates})
         if problems:
             raise PolicyError(problems)
-        if not modules:
-            return cls({}, None)
-        try:
-            everything = [m for own in modules.values() for m in own]
-            bundle = compile_modules(everything, [entrypoint(k) for k in modules])
-        except PolicyError:
-            raise PolicyError(_per_template_problems(modules)) from None
-        return cls({t.kind: t for t in templates}, bundle)
+        bundles: dict[str, Any] = {}
+        for kind, own in modules.items():
+            try:
+                bundles[kind] = compile_modules(own, [entrypoint(kind)])
+            except PolicyError as e:
+                problems += e.problems
+        if problems:
+            raise PolicyError(problems)
+        return cls({t.kind: t for t in templates}, bundles)
 
     def close(self) -> None:
-        self._bundle = None
+        self._bundles.clear()
 
     def evaluate(
         self, request: Mapping[str, Any], constraints: ConstraintSet, inventory: Inventory | None = None
@@ -118,7 +122,7 @@ class RegoEngine:
         results, failed = work.decided, []
         for kind, group in work.by_kind.items():
             try:
-                results += read_results(self._query(entrypoint(kind)), group, table)
+                results += read_results(self._query(kind), group, table)
             except RuntimeFailure:
                 failed.append(kind)
         for kind in failed:
@@ -133,7 +137,7 @@ class RegoEngine:
         for constraint in group:
             self._set_input(input_document(work.review, table.parameters([constraint]), work.inventory))
             try:
-                results += read_results(self._query(entrypoint(constraint.kind)), [constraint], table)
+                results += read_results(self._query(constraint.kind), [constraint], table)
             except RuntimeFailure as e:
                 results.append(ConstraintResult(constraint, error=f"evaluation failed: {e}"))
         return results
@@ -147,21 +151,11 @@ class RegoEngine:
     def _set_input(self, document: Mapping[str, Any]) -> None:
         self._interpreter().set_input_term(orjson.dumps(document).decode())
 
-    def _query(self, name: str) -> Any:
-        if self._bundle is None:
+    def _query(self, kind: str) -> Any:
+        bundle = self._bundles.get(kind)
+        if bundle is None:
             raise RuntimeFailure("the engine is closed")
-        return query_entrypoint(self._interpreter(), self._bundle, name)
-
-
-def _per_template_problems(modules: Mapping[str, list[Module]]) -> list[PolicyProblem]:
-    """Compile each template alone so every problem is named once, with its own file."""
-    problems: list[PolicyProblem] = []
-    for kind, own in modules.items():
-        try:
-            compile_modules(own, [entrypoint(kind)])
-        except PolicyError as e:
-            problems += e.problems
-    return problems or [PolicyProblem("", 0, "", "the templates do not compile together")]
+        return query_entrypoint(self._interpreter(), bundle, entrypoint(kind))
 
 
 def query_entrypoint(interpreter: Interpreter, bundle: Any, name: str) -> Any:

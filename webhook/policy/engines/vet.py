@@ -2,8 +2,8 @@
 
 A crash there is a policy problem naming the template; in the server it would have
 been the end of the process. The parent sends the modules as JSON on stdin; the
-child prints `kind <Kind>` before trying each template, so the last line names the
-culprit if it dies.
+child compiles and runs each template alone, as the engine does, printing `kind <Kind>`
+first, so the last line names the culprit if it dies; the check then resumes after it.
 
     python -m webhook.policy.engines.vet < modules.json
 """
@@ -33,17 +33,15 @@ def crash_problems(
     if isinstance(outcome, PolicyProblem):
         return [outcome]
     signal, culprit = outcome
-    if culprit is None and len(modules) > 1:
-        # The build itself died: try each template alone to name the ones at fault.
-        found: list[PolicyProblem] = []
-        for kind, own in modules.items():
-            found += crash_problems({kind: own}, {kind: templates[kind]}, timeout)
-        return found
-    kind = culprit or next(iter(modules))
-    source = templates[kind].rego
-    doing = "evaluating" if culprit else "compiling"
-    reason = f"regopy crashed (signal {signal}) {doing} this template, so it cannot be loaded"
-    return [PolicyProblem(source.file, source.first_line, source.path, reason)]
+    if culprit is None:
+        return [PolicyProblem("", 0, "", f"the template check crashed (signal {signal}) before starting")]
+    source = templates[culprit].rego
+    reason = f"regopy crashed (signal {signal}) compiling or evaluating this template, so it cannot be loaded"
+    found = [PolicyProblem(source.file, source.first_line, source.path, reason)]
+    rest = {
+        kind: own for kind, own in modules.items() if list(modules).index(kind) > list(modules).index(culprit)
+    }
+    return found + (crash_problems(rest, templates, timeout) if rest else [])
 
 
 def _run_child(
@@ -71,13 +69,14 @@ def main() -> int:
     from webhook.policy.engines.regopy import RuntimeFailure, new_interpreter, query_entrypoint
 
     request = json.load(sys.stdin)
-    builder = new_interpreter()
-    builder.add_module(COMPAT.name, COMPAT.text)
-    for name, text in request["modules"]:
-        builder.add_module(name, text)
-    bundle = builder.build(None, [entrypoint(kind) for kind in request["kinds"]])
     for kind in request["kinds"]:
         print("kind", kind, flush=True)
+        builder = new_interpreter()
+        builder.add_module(COMPAT.name, COMPAT.text)
+        for name, text in request["modules"]:
+            if name.startswith(f"{kind}/"):
+                builder.add_module(name, text)
+        bundle = builder.build(None, [entrypoint(kind)])
         runner = new_interpreter()
         runner.set_input_term(json.dumps({"review": _PROBE_REVIEW, CONSTRAINTS_KEY: {kind: {"p0": {}}}}))
         # An error is the template's to report at request time; only a crash matters here.

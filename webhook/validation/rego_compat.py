@@ -1,20 +1,21 @@
 """Make Gatekeeper Rego evaluate correctly on regopy, which speaks only Rego v1. Pure.
 
-Four rewrites, each an edit of the original text that keeps line numbers:
+Rewrites, each an edit of the original text that keeps line numbers:
 
-* `upgrade`: Rego v0 to v1, as `opa fmt --v0-v1` would. `violation[x] { … }` becomes
+* upgrade (v0 sources only), as `opa fmt --v0-v1` would: `violation[x] { … }` becomes
   `violation contains x if { … }` (regopy reads the v0 form as a partial *object*),
-  bodies gain `if`, a rule with several bodies becomes several rules, and the
-  builtins v1 removed get their v1 spelling.
-* `hoist`: regopy refuses or mis-evaluates a reference that iterates (`xs[_]`, `xs[i]`)
-  inside a call argument, a collection literal or arithmetic: the wildcard is an
-  "Invalid bracket argument" and a named variable silently makes the call undefined.
-  Such references move to a fresh variable bound just before the expression; under
-  `not` the whole expression becomes `count({1 | …}) == 0`, which keeps its meaning.
-* builtins: v0 spellings v1 dropped, and `sprintf`, which regopy gets wrong for some
-  strings, go to their v1 names or to COMPAT_MODULE.
-* `relocate`: each template gets its own package and its own copy of its libs, as
-  Gatekeeper isolates them, so two templates may share a package or a lib name.
+  bodies gain `if`, a rule with several bodies becomes several rules.
+* builtins: the v0 spellings v1 dropped (`re_match`…) get their v1 names, and `sprintf`
+  goes through COMPAT_MODULE, because regopy quotes some strings it formats and fails
+  where Go prints `%!v(MISSING)`.
+* hoisting (rego_hoist): references that iterate inside call arguments, which regopy
+  refuses or silently mis-evaluates, are bound first; under `not`, references and
+  nested calls are bound before the negation, as OPA's compiler does; `x` NEWLINE `(y)`
+  gets the `;` OPA implies; `some k, v in xs` inside a comprehension, which regopy
+  refuses, becomes `some k; v = xs[k]`.
+* relocate: each template gets its own package and its own copy of its libs, as
+  Gatekeeper isolates them; `data.inventory` and `input.parameters` become the refs the
+  engine provides.
 """
 
 from __future__ import annotations

@@ -128,11 +128,30 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=env("quota-failure-mode", "closed"),
         help="when the cluster cache is older than --max-staleness: closed denies GPU pods under a quota",
     )
+    _add_engine_options(serve)
     serve.add_argument("--failure-mode", choices=["closed", "open"], default=env("failure-mode", "closed"))
     add_audit_serve_options(serve, env)
     _add_cluster_options(serve)
     add_serve_options(serve, env)
     serve.set_defaults(command=_serve)
+
+
+def _add_engine_options(serve: argparse.ArgumentParser) -> None:
+    engine = serve.add_argument_group("Rego engine for Gatekeeper constraints")
+    engine.add_argument("--engine", choices=["regopy", "opa"], default=env("engine", "regopy"))
+    engine.add_argument(
+        "--opa-url", default=env("opa-url", "http://127.0.0.1:8181"), help="with --engine opa"
+    )
+    engine.add_argument("--opa-timeout", type=_positive_seconds, default=env("opa-timeout", "1.5"))
+    engine.add_argument("--opa-retries", type=int, default=env("opa-retries", "2"))
+    engine.add_argument(
+        "--opa-failure-mode",
+        choices=["closed", "open"],
+        default=env("opa-failure-mode", "closed"),
+        help="an unreachable OPA: closed denies by deny constraints, open records them unevaluated",
+    )
+    engine.add_argument("--opa-token-file", type=Path, default=env("opa-token-file"), help="bearer token")
+    engine.add_argument("--opa-ca-file", type=Path, default=env("opa-ca-file"), help="CA for an https OPA")
 
 
 def _add_cluster_options(serve: argparse.ArgumentParser) -> None:
@@ -184,6 +203,13 @@ def _serve(args: argparse.Namespace) -> int:
         body_timeout_seconds=args.body_timeout_seconds,
         max_inflight=args.max_inflight,
         quota_failure_mode=args.quota_failure_mode,
+        engine=args.engine,
+        opa_url=args.opa_url,
+        opa_timeout_seconds=args.opa_timeout,
+        opa_retries=args.opa_retries,
+        opa_failure_mode=args.opa_failure_mode,
+        opa_token_file=args.opa_token_file,
+        opa_ca_file=args.opa_ca_file,
         inventory=args.inventory,
         quota_consistency=args.quota_consistency,
         kubeconfig=args.kubeconfig,

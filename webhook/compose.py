@@ -11,7 +11,11 @@ from webhook.audit.setup import build_recorder
 from webhook.clusterstate import ClusterState, build_cluster_state
 from webhook.config import Settings
 from webhook.decision import Decision
+from webhook.gatekeeper_data import namespace_inventory, static_inventory
+from webhook.inventory import load_inventory
 from webhook.metrics import Metrics
+from webhook.policy.engines.opa import OpaEngine, OpaSettings
+from webhook.policy.loader import EngineFactory, regopy_engine
 from webhook.policy.store import PolicyStore
 from webhook.policy.watch import PolicyWatcher
 from webhook.quota.gauges import register_quota_gauges
@@ -25,12 +29,17 @@ log = logging.getLogger(__name__)
 
 def build_service(settings: Settings) -> Service:
     metrics = Metrics()
-    store = PolicyStore(settings.policies_dir, metrics)
+    store = PolicyStore(settings.policies_dir, metrics, engine_factory(settings))
     store.load()
     watcher = PolicyWatcher(store, settings.policy_check_seconds)
     cluster = build_cluster_state(settings)
     register_quota_gauges(metrics, cluster, lambda: store.current.quotas)
     capacity = _capacity_cache(settings, metrics, store)
+    inventory = (
+        static_inventory(load_inventory(settings.inventory))
+        if settings.inventory
+        else namespace_inventory(cluster.cache)
+    )
     review_settings = ReviewSettings(
         settings.excluded_namespaces,
         settings.own_username,
@@ -45,6 +54,7 @@ def build_service(settings: Settings) -> Service:
             namespace_labels=cluster.cache.namespace_labels,
             quota_gate=cluster.gate,
             quota_unavailable=cluster.stale_reason(),
+            gatekeeper_inventory=inventory(),
             placement=capacity.view(time.time()) if capacity is not None else None,
         )
         return review(request, endpoint, deps)
@@ -86,6 +96,22 @@ def _readiness(
         return Readiness(ready=store.loaded and cluster_ready, checks=checks)
 
     return readiness
+
+
+def engine_factory(settings: Settings) -> EngineFactory:
+    """Where ConstraintTemplates run: in this process (regopy), or on an OPA server."""
+    if settings.engine == "regopy":
+        return regopy_engine
+    token = settings.opa_token_file.read_text().strip() if settings.opa_token_file else None
+    opa = OpaSettings(
+        url=settings.opa_url,
+        timeout=settings.opa_timeout_seconds,
+        retries=settings.opa_retries,
+        fail_open=settings.opa_failure_mode == "open",
+        token=token,
+        ca_file=str(settings.opa_ca_file) if settings.opa_ca_file else None,
+    )
+    return lambda templates: OpaEngine.connect(templates, opa)
 
 
 def _capacity_cache(settings: Settings, metrics: Metrics, store: PolicyStore) -> CapacityCache | None:

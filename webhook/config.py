@@ -78,3 +78,10 @@ class Settings:
     reservation_ttl_seconds: float = DEFAULT_RESERVATION_TTL_SECONDS
     max_staleness_seconds: float = DEFAULT_MAX_STALENESS_SECONDS
     utilization: UtilizationSettings | None = None
+    engine: Literal["regopy", "opa"] = "regopy"
+    opa_url: str = "http://127.0.0.1:8181"
+    opa_timeout_seconds: float = 1.5
+    opa_retries: int = 2
+    opa_failure_mode: FailureMode = "closed"
+    opa_token_file: Path | None = None
+    opa_ca_file: Path | None = None

@@ -122,10 +122,15 @@ def webhooks(objects: list[Manifest]) -> Iterator[dict[str, Any]]:
 
 
 def set_flag(args: list[str], flag: str, value: str) -> list[str]:
-    """`args` with `--flag=value` replacing any earlier setting of that flag, or appended."""
+    """`args` with `--flag=value` in place of an earlier setting of that flag, or appended."""
     option = "--" + flag.removeprefix("--")
-    kept = [arg for arg in args if arg != option and not arg.startswith(option + "=")]
-    return [*kept, f"{option}={value}"]
+    setting = f"{option}={value}"
+    positions = [i for i, arg in enumerate(args) if arg == option or arg.startswith(option + "=")]
+    if not positions:
+        return [*args, setting]
+    kept = [arg for i, arg in enumerate(args) if i not in positions[1:]]
+    kept[positions[0]] = setting
+    return kept
 
 
 def policies_data(directory: Path) -> dict[str, str]:
@@ -208,6 +213,11 @@ def _configure_deployment(deployment: Manifest, options: RenderOptions) -> None:
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     if options.image is not None:
         container["image"] = options.image
+    # Never review our own namespace or our own requests, wherever we are installed: no deadlock.
+    container["args"] = set_flag(container["args"], "--exclude-namespaces", f"kube-system,{options.namespace}")
+    account = deployment["spec"]["template"]["spec"].get("serviceAccountName", "gpu-webhook")
+    own = f"system:serviceaccount:{options.namespace}:{account}"
+    container["args"] = set_flag(container["args"], "--own-username", own)
     for flag, value in options.serve_flags.items():
         container["args"] = set_flag(container["args"], flag, value)
 

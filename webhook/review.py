@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from webhook import gpu
 from webhook.config import FailureMode
@@ -24,6 +25,7 @@ from webhook.quota.gate import QuotaGate
 from webhook.types import AdmissionRequest, Endpoint, EnforcementAction
 from webhook.utilization.capacity import CapacityView
 from webhook.validation import builtin
+from webhook.validation.constraints import evaluate_constraints
 
 
 def _no_labels(_: str) -> Mapping[str, str]:
@@ -60,6 +62,8 @@ class ReviewDeps:
     quota_gate: QuotaGate | None = None
     # Set when the cluster state is too stale for quota to trust: the reason, for the message.
     quota_unavailable: str | None = None
+    # data.inventory for Gatekeeper templates, in Gatekeeper's layout (namespaces at least).
+    gatekeeper_inventory: Mapping[str, Any] | None = None
     placement: CapacityView | None = None  # spare GPU capacity, for policies with placement hints
 
 
@@ -107,23 +111,37 @@ def mutate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
 def validate(
     request: AdmissionRequest, deps: ReviewDeps, actions: frozenset[EnforcementAction] = ALL_ACTIONS
 ) -> Decision:
-    """Built-in GPU checks first, quota last: a pod is counted only once nothing else refuses it."""
-    if request["operation"] not in ("CREATE", "UPDATE"):
+    """Built-in GPU checks, then Gatekeeper constraints (any kind), then quota, which comes last so
+    that a pod is counted only once nothing else refuses it."""
+    if request["operation"] not in ("CREATE", "UPDATE") or skipped(request, deps.settings):
         return ALLOW
     try:
         subject = gpu_subject(request, deps)
     except ShapeError as e:
         return deny(str(e), code=400)
-    if subject is None:
-        return ALLOW
-    findings = [
-        f
-        for f in builtin.check(subject.target, subject.policy, deps.policies.shared_names)
-        if f.action in actions
-    ]
+    findings = _builtin(subject, deps, actions)
     if any(f.action == "deny" for f in findings):
         return decide(findings)
-    return _with_quota(request, deps, actions, findings)
+    constraints = evaluate_constraints(request, deps.policies, deps.gatekeeper_inventory, actions)
+    findings += constraints.findings
+    if subject is None or any(f.action == "deny" for f in findings):
+        decision = decide(findings)
+    else:
+        decision = _with_quota(request, deps, actions, findings)
+    if constraints.audit_annotations:
+        decision = replace(
+            decision, audit_annotations={**decision.audit_annotations, **constraints.audit_annotations}
+        )
+    return decision
+
+
+def _builtin(
+    subject: Subject | None, deps: ReviewDeps, actions: frozenset[EnforcementAction]
+) -> list[Finding]:
+    if subject is None:
+        return []
+    found = builtin.check(subject.target, subject.policy, deps.policies.shared_names)
+    return [f for f in found if f.action in actions]
 
 
 def _with_quota(
@@ -170,10 +188,18 @@ def decide(findings: list[Finding]) -> Decision:
     return Decision(allowed=True, warnings=warnings, findings=tuple(findings))
 
 
+def skipped(request: AdmissionRequest, settings: ReviewSettings) -> bool:
+    """Requests we never review: our own, and those in excluded namespaces (no deadlocks)."""
+    if settings.own_username and request.get("userInfo", {}).get("username") == settings.own_username:
+        return True
+    namespace = request.get("namespace") or ""
+    return bool(namespace) and glob_matches(settings.excluded_namespaces, namespace)
+
+
 def gpu_subject(request: AdmissionRequest, deps: ReviewDeps) -> Subject | None:
     """The fast path: None unless this is a GPU pod in a namespace we review."""
     settings = deps.settings
-    if settings.own_username and request.get("userInfo", {}).get("username") == settings.own_username:
+    if skipped(request, settings):
         return None
     target = pod_target(request["object"])
     if target is None:

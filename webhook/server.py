@@ -19,7 +19,7 @@ from uvicorn.supervisors import Multiprocess
 from webhook import certs
 from webhook.app import build_app
 from webhook.audit.setup import check_audit
-from webhook.compose import build_service
+from webhook.compose import build_service, engine_factory
 from webhook.config import DEFAULT_NAMESPACE, DEFAULT_SERVICE, Settings
 from webhook.errors import CertError
 from webhook.logs import configure, logging_config
@@ -33,7 +33,7 @@ def serve(settings: Settings) -> None:
     """Check everything a worker needs, then serve until SIGTERM; in-flight requests drain."""
     configure(settings.log_level)
     _prepare_certs(settings)
-    load_directory(settings.policies_dir)
+    load_directory(settings.policies_dir, engine_factory(settings))
     check_audit(settings)
     config = uvicorn.Config(
         app=functools.partial(create_app, settings),

@@ -152,7 +152,7 @@ def test_serve_flags_replace_or_extend_the_arguments(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "flag", "value", "expected"),
     [
-        (["--a=1", "--b=2"], "a", "3", ["--b=2", "--a=3"]),
+        (["--a=1", "--b=2"], "a", "3", ["--a=3", "--b=2"]),  # in place: the base and the CLI agree
         (["--a=1"], "--c", "x=y", ["--a=1", "--c=x=y"]),
         (["--ab=1"], "a", "2", ["--ab=1", "--a=2"]),
         (["--a", "--a=1"], "a", "", ["--a="]),

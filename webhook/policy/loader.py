@@ -6,21 +6,34 @@ routes them by apiVersion and kind, and checks what spans documents (names).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from webhook.errors import PolicyError, PolicyProblem
+from webhook.policy.engines import ConstraintSet, Engine
+from webhook.policy.engines.regopy import RegoEngine
 from webhook.policy.model import PolicySet, SharingPolicy
 from webhook.policy.quota_kind import compile_quota
 from webhook.policy.schemas import GROUP_VERSION
 from webhook.policy.sharing_kind import compile_sharing_policy
-from webhook.policy.source import Document, YamlError, parse_documents
+from webhook.policy.source import Document, YamlError, parse_documents, parse_path
 from webhook.quota.policy import GPUQuota
+from webhook.validation import gatekeeper
+from webhook.validation.gatekeeper import ConstraintTemplate, Where
 
 POLICY_SUFFIXES = (".yaml", ".yml")
 Compiler = Callable[[Document], tuple[Any, list[PolicyProblem]]]
+EngineFactory = Callable[[Sequence[ConstraintTemplate]], Engine]
+
+
+def regopy_engine(templates: Sequence[ConstraintTemplate]) -> Engine:
+    """In-process Rego; compiled first in a child process, so Rego that crashes regopy is a problem."""
+    return RegoEngine.compile(templates, isolated=True)
+
+
 COMPILERS: dict[tuple[str, str], Compiler] = {
     (GROUP_VERSION, "GPUSharingPolicy"): compile_sharing_policy,
     (GROUP_VERSION, "GPUQuota"): compile_quota,
@@ -41,7 +54,7 @@ def policy_files(directory: Path) -> list[Path]:
     return sorted(found)
 
 
-def load_directory(directory: Path) -> PolicySet:
+def load_directory(directory: Path, engine: EngineFactory = regopy_engine) -> PolicySet:
     files = policy_files(directory)
     digest = hashlib.sha256()
     documents: list[Document] = []
@@ -52,16 +65,11 @@ def load_directory(directory: Path) -> PolicySet:
         found, trouble = read_file(path, text)
         documents += found
         problems += trouble
-    compiled, trouble = compile_documents(documents)
+    compiled, trouble = compile_documents(documents, engine)
     problems += trouble
     if problems:
         raise PolicyError(problems)
-    return PolicySet(
-        version=digest.hexdigest()[:16],
-        files=tuple(str(f) for f in files),
-        sharing=compiled.sharing,
-        quotas=compiled.quotas,
-    )
+    return dataclasses.replace(compiled, version=digest.hexdigest()[:16], files=tuple(str(f) for f in files))
 
 
 def read_file(path: Path, text: bytes) -> tuple[list[Document], list[PolicyProblem]]:
@@ -73,14 +81,20 @@ def read_file(path: Path, text: bytes) -> tuple[list[Document], list[PolicyProbl
         return [], [e.problem]
 
 
-def compile_documents(documents: list[Document]) -> tuple[PolicySet, list[PolicyProblem]]:
+def compile_documents(
+    documents: list[Document], engine: EngineFactory = regopy_engine
+) -> tuple[PolicySet, list[PolicyProblem]]:
     """Every policy in `documents`, by kind (version and files are the caller's to set)."""
     sharing: list[SharingPolicy] = []
     quotas: list[GPUQuota] = []
     problems: list[PolicyProblem] = []
+    gatekeeper_documents: list[Document] = []
     for document in documents:
         key = (document.api_version, document.kind)
         if key in NOT_POLICIES:
+            continue
+        if _is_gatekeeper(document):
+            gatekeeper_documents.append(document)
             continue
         compiler = COMPILERS.get(key)
         if compiler is None:
@@ -95,7 +109,33 @@ def compile_documents(documents: list[Document]) -> tuple[PolicySet, list[Policy
     problems += _duplicate_names("GPUSharingPolicy", [(p.name, p.file) for p in sharing])
     problems += _duplicate_names("GPUQuota", [(q.name, q.file) for q in quotas])
     ordered = tuple(sorted(sharing, key=lambda p: (-p.priority, p.name)))
-    return PolicySet(sharing=ordered, quotas=tuple(quotas)), problems
+    constraints, rego, trouble = _compile_gatekeeper(gatekeeper_documents, engine)
+    policies = PolicySet(sharing=ordered, quotas=tuple(quotas), constraints=constraints, engine=rego)
+    return policies, problems + trouble
+
+
+def _compile_gatekeeper(
+    documents: list[Document], engine: EngineFactory
+) -> tuple[ConstraintSet | None, Engine | None, list[PolicyProblem]]:
+    """ConstraintTemplates compiled once, here, at load; never per request."""
+    if not documents:
+        return None, None, []
+    pairs = [(d.data, Where(d.file, _line_finder(d))) for d in documents]
+    try:
+        found = gatekeeper.parse_documents(pairs)
+        compiled = engine(found.templates) if found.templates else None
+    except PolicyError as e:
+        return None, None, e.problems
+    return ConstraintSet(found.constraints), compiled, []
+
+
+def _is_gatekeeper(document: Document) -> bool:
+    data = document.data
+    return isinstance(data, dict) and (gatekeeper.is_template(data) or gatekeeper.is_constraint(data))
+
+
+def _line_finder(document: Document) -> Callable[[str], int]:
+    return lambda path: document.line_of(parse_path(path))
 
 
 def _unknown_kind(document: Document) -> str:

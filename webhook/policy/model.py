@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from webhook.match import Match
+from webhook.policy.engines import ConstraintSet, Engine
 from webhook.quota.policy import GPUQuota
 
 SharingMode: TypeAlias = Literal["exclusive", "timeslice", "mps", "mig", "hami", "kai"]
@@ -86,6 +87,9 @@ class PolicySet:
     # Sorted by precedence at load (highest priority first, ties by name): the first match wins.
     sharing: tuple[SharingPolicy, ...] = ()
     quotas: tuple[GPUQuota, ...] = ()
+    # Gatekeeper constraints, indexed by kind and namespace, and the engine that runs their templates.
+    constraints: ConstraintSet | None = field(default=None, compare=False)
+    engine: Engine | None = field(default=None, compare=False)
 
     @property
     def shared_names(self) -> tuple[str, ...]:

@@ -7,15 +7,16 @@ from pathlib import Path
 
 from webhook.errors import PolicyError
 from webhook.metrics import Metrics
-from webhook.policy.loader import load_directory
+from webhook.policy.loader import EngineFactory, load_directory, regopy_engine
 from webhook.policy.model import PolicySet
 
 log = logging.getLogger(__name__)
 
 
 class PolicyStore:
-    def __init__(self, directory: Path, metrics: Metrics) -> None:
+    def __init__(self, directory: Path, metrics: Metrics, engine: EngineFactory = regopy_engine) -> None:
         self.directory = directory
+        self._engine = engine
         self._metrics = metrics
         self._current: PolicySet | None = None
         self.last_error: str | None = None
@@ -33,7 +34,7 @@ class PolicyStore:
     def load(self) -> bool:
         """Load the directory; on failure keep the last good set. True if a new set is in force."""
         try:
-            candidate = load_directory(self.directory)
+            candidate = load_directory(self.directory, self._engine)
         except PolicyError as e:
             self._metrics.policy_load_errors.inc()
             self.last_error = f"{len(e.problems)} problem(s), first: {e.problems[0]}"

@@ -1,1 +1,2 @@
-"""Pure validation: built-in GPU checks and the Rego constraint framework."""
+"""Validation: built-in GPU checks, and the Gatekeeper model (templates, constraints, match, Suites)
+with Rego made to run on regopy."""

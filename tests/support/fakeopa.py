@@ -1,0 +1,200 @@
+"""A small OPA server for tests: OPA's REST wire format, with every evaluation done by regopy.
+
+Follows the documented Policy API (`PUT/GET/DELETE /v1/policies/{id}`, errors as
+`{"code", "message", "errors": [{"code", "message", "location": {"file", "row", "col"}}]}`)
+and Data API (`PUT /v1/data/{path}` -> 204, `POST /v1/data/{path}` with `{"input": …}` ->
+`{"result": …}`, no `result` when undefined, 500 when evaluation fails). It evaluates
+nothing itself: each query is compiled and run by regopy, like the in-process engine.
+"""
+
+from __future__ import annotations
+
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import orjson
+from regopy import RegoError
+
+from webhook.policy.engines.layout import regopy_errors
+from webhook.policy.engines.regopy import RuntimeFailure, new_interpreter, query_entrypoint
+
+_MISSING = object()
+
+
+class FakeOpa:
+    def __init__(self) -> None:
+        self.policies: dict[str, str] = {}
+        self.data: dict[str, Any] = {}
+        self.queries = 0
+        self._lock = threading.Lock()
+        self._bundles: dict[str, Any] = {}
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> FakeOpa:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    # -- the Policy and Data APIs ---------------------------------------------------
+
+    def put_policy(self, policy_id: str, text: str) -> tuple[int, Any]:
+        with self._lock:
+            candidate = {**self.policies, policy_id: text}
+            errors = _compile_errors(candidate)
+            if errors:
+                body = {"code": "invalid_parameter", "message": "error(s) occurred while compiling module(s)"}
+                return 400, {**body, "errors": errors}
+            self.policies = candidate
+            self._bundles.clear()
+            return 200, {}
+
+    def delete_policy(self, policy_id: str) -> tuple[int, Any]:
+        with self._lock:
+            if self.policies.pop(policy_id, None) is None:
+                return 404, {
+                    "code": "resource_not_found",
+                    "message": f"storage_not_found_error: policy id {policy_id!r}",
+                }
+            self._bundles.clear()
+            return 200, {}
+
+    def put_data(self, path: list[str], value: Any) -> tuple[int, Any]:
+        with self._lock:
+            if not path:
+                self.data = value
+            else:
+                node = self.data
+                for key in path[:-1]:
+                    node = node.setdefault(key, {})
+                node[path[-1]] = value
+            self._bundles.clear()
+            return 204, None
+
+    def query(self, path: list[str], input_value: Any) -> tuple[int, Any]:
+        base = _lookup(self.data, path)
+        if base is not _MISSING:
+            return 200, {"result": base}
+        with self._lock:
+            self.queries += 1
+            entrypoint = "/".join(path)
+            try:
+                bundle = self._bundle(entrypoint)
+                interpreter = new_interpreter()
+                interpreter.set_input_term(orjson.dumps(input_value).decode())
+                value = query_entrypoint(interpreter, bundle, entrypoint)
+            except (RuntimeFailure, RegoError) as e:
+                body = {"code": "internal_error", "message": str(e)}
+                return 500, {**body, "errors": [{"code": "eval_error", "message": str(e)}]}
+        return 200, {} if value is None else {"result": value}
+
+    def _bundle(self, entrypoint: str) -> Any:
+        if entrypoint not in self._bundles:
+            interpreter = new_interpreter()
+            for policy_id, text in self.policies.items():
+                interpreter.add_module(policy_id, text)
+            interpreter.add_data(self.data)
+            self._bundles[entrypoint] = interpreter.build(None, [entrypoint])
+        return self._bundles[entrypoint]
+
+
+def _compile_errors(policies: dict[str, str]) -> list[dict[str, Any]]:
+    interpreter = new_interpreter()
+    try:
+        for policy_id, text in policies.items():
+            interpreter.add_module(policy_id, text)
+        interpreter.build("x := true", [])
+    except RegoError as e:
+        return [
+            _error(policies, module, offset, message) for module, offset, message in regopy_errors(str(e))
+        ]
+    return []
+
+
+def _error(policies: dict[str, str], module: str | None, offset: int | None, message: str) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": "rego_compile_error", "message": message}
+    if module in policies and offset is not None:
+        text = policies[module]
+        row = text.count("\n", 0, offset) + 1
+        error["location"] = {"file": module, "row": row, "col": offset - text.rfind("\n", 0, offset)}
+    return error
+
+
+def _lookup(data: Any, path: list[str]) -> Any:
+    node = data
+    for key in path:
+        if not isinstance(node, dict) or key not in node:
+            return _MISSING
+        node = node[key]
+    return node
+
+
+def _handler(opa: FakeOpa) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            if self.path.startswith("/health"):
+                self._reply(200, {})
+            elif self._route("/v1/policies"):
+                result = [{"id": k, "raw": v} for k, v in opa.policies.items()]
+                self._reply(200, {"result": result})
+            else:
+                self._reply(*opa.query(self._data_path(), None))
+
+        def do_PUT(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            if self._route("/v1/policies/"):
+                self._reply(*opa.put_policy(self._policy_id(), body.decode()))
+            else:
+                self._reply(*opa.put_data(self._data_path(), orjson.loads(body)))
+
+        def do_POST(self) -> None:
+            body = orjson.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            self._reply(*opa.query(self._data_path(), body.get("input")))
+
+        def do_DELETE(self) -> None:
+            self._reply(*opa.delete_policy(self._policy_id()))
+
+        def _route(self, prefix: str) -> bool:
+            return self.path.split("?")[0].rstrip("/").startswith(prefix.rstrip("/"))
+
+        def _policy_id(self) -> str:
+            return urllib.parse.unquote(self.path.split("?")[0].removeprefix("/v1/policies/"))
+
+        def _data_path(self) -> list[str]:
+            path = self.path.split("?")[0].removeprefix("/v1/data").strip("/")
+            return [urllib.parse.unquote(part) for part in path.split("/") if part]
+
+        def _reply(self, status: int, body: Any) -> None:
+            payload = b"" if body is None else orjson.dumps(body)
+            self.send_response(status)
+            if payload:
+                self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+    return Handler
+
+
+@contextmanager
+def running() -> Iterator[FakeOpa]:
+    opa = FakeOpa().start()
+    try:
+        yield opa
+    finally:
+        opa.stop()

@@ -1,0 +1,96 @@
+"""Rego engines for Gatekeeper constraints: in-process (regopy) and remote (an OPA server).
+
+Both take the same compiled templates and the same ConstraintSet, and return one
+ConstraintResult per constraint that applies to the request. Matching happens here,
+before any Rego runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from webhook.policy.engines.layout import ParameterTable
+from webhook.validation.constraint_match import MatchIndex, NamespaceUnknown
+from webhook.validation.gatekeeper import Constraint, ConstraintTemplate
+from webhook.validation.gatekeeper_input import Inventory, review_of_request, subjects
+from webhook.validation.results import ConstraintResult
+
+
+class Engine(Protocol):
+    def evaluate(
+        self, request: Mapping[str, Any], constraints: ConstraintSet, inventory: Inventory | None = None
+    ) -> list[ConstraintResult]:
+        """Evaluate every applicable constraint; never raises for a policy's own failure."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class ConstraintSet:
+    """Constraints indexed by kind and namespace; built once per policy load."""
+
+    def __init__(self, constraints: Iterable[Constraint]) -> None:
+        self._index = MatchIndex(constraints, lambda c: c.match)
+        self.parameters = ParameterTable(self._index.items)
+
+    @property
+    def constraints(self) -> tuple[Constraint, ...]:
+        return tuple(self._index.items)
+
+    def __len__(self) -> int:
+        return len(self._index.items)
+
+    def applicable(
+        self, review: Mapping[str, Any], inventory: Inventory | None
+    ) -> tuple[list[Constraint], list[ConstraintResult]]:
+        """Constraints whose match applies, and failures for those whose match cannot be decided."""
+        chosen: set[int] = set()
+        failed: dict[int, ConstraintResult] = {}
+        for subject in subjects(review, inventory):
+            for position in self._index.candidates(subject.kind, subject.namespace):
+                if position in chosen:
+                    continue
+                constraint = self._index.items[position]
+                try:
+                    if constraint.match.matches(subject):
+                        chosen.add(position)
+                        failed.pop(position, None)
+                except NamespaceUnknown as e:
+                    reason = f"namespace {e.args[0]!r} is unknown, so namespaceSelector cannot be evaluated"
+                    failed.setdefault(position, ConstraintResult(constraint, error=reason))
+        matched = [self._index.items[p] for p in sorted(chosen)]
+        return matched, [failed[p] for p in sorted(failed)]
+
+
+@dataclass
+class Plan:
+    """What one request needs from an engine, decided before any Rego runs."""
+
+    review: dict[str, Any]
+    by_kind: dict[str, list[Constraint]]
+    decided: list[ConstraintResult]  # failures found without Rego: undecidable match, missing template
+    inventory: Inventory | None  # only when an applicable template reads data.inventory
+
+    @property
+    def constraints(self) -> list[Constraint]:
+        return [c for group in self.by_kind.values() for c in group]
+
+
+def plan(
+    request: Mapping[str, Any],
+    constraints: ConstraintSet,
+    inventory: Inventory | None,
+    templates: Mapping[str, ConstraintTemplate],
+) -> Plan:
+    review = review_of_request(request)
+    matched, decided = constraints.applicable(review, inventory)
+    by_kind: dict[str, list[Constraint]] = {}
+    for constraint in matched:
+        if constraint.kind in templates:
+            by_kind.setdefault(constraint.kind, []).append(constraint)
+        else:
+            decided.append(ConstraintResult(constraint, error=f"no compiled template for {constraint.kind}"))
+    needs_inventory = any(templates[kind].uses_inventory for kind in by_kind)
+    return Plan(review, by_kind, decided, (inventory or {}) if needs_inventory else None)

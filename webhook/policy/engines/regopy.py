@@ -1,0 +1,185 @@
+"""In-process Rego on regopy: every template compiled once into its own bundle, queried per request.
+
+One bundle per template, not one for all: regopy corrupts memory building some large
+bundles (the gatekeeper-library's 49 templates together crash it; each alone is fine),
+and a small bundle is also quicker to query. Per request the input is set once on an
+interpreter and each applicable template's bundle is queried there (setting the input is
+the dominant cost). regopy interpreters are not known to be thread-safe, so each thread
+gets its own; the bundles are shared.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+from regopy import Interpreter, LogLevel, RegoError, rego_shared
+
+from webhook.errors import PolicyError, PolicyProblem
+from webhook.policy.engines import ConstraintSet, Plan, plan
+from webhook.policy.engines.layout import (
+    COMPAT,
+    Module,
+    ParameterTable,
+    entrypoint,
+    input_document,
+    read_results,
+    regopy_errors,
+    template_modules,
+)
+from webhook.policy.engines.vet import crash_problems
+from webhook.validation.gatekeeper import Constraint, ConstraintTemplate
+from webhook.validation.gatekeeper_input import Inventory
+from webhook.validation.rego_check import unknown_calls
+from webhook.validation.results import ConstraintResult
+
+
+class RuntimeFailure(Exception):
+    """A query failed while evaluating; the message is regopy's."""
+
+
+def new_interpreter() -> Interpreter:
+    interpreter = Interpreter()
+    interpreter.log_level = LogLevel.NONE  # errors come back to us; regopy would print them too
+    return interpreter
+
+
+def compile_modules(modules: Sequence[Module], entrypoints: Sequence[str]) -> Any:
+    """Build a bundle; raise PolicyError locating each compile error."""
+    interpreter = new_interpreter()
+    by_name = {m.name: m for m in modules}
+    try:
+        for module in [COMPAT, *modules]:
+            interpreter.add_module(module.name, module.text)
+        return interpreter.build(None, list(entrypoints))
+    except RegoError as e:
+        problems = [
+            by_name[name].problem(offset, message)
+            if name in by_name
+            else PolicyProblem(modules[0].origin.file if modules[0].origin else "", 0, "", message)
+            for name, offset, message in regopy_errors(str(e))
+        ]
+        raise PolicyError(problems or [PolicyProblem("", 0, "", f"Rego compile error: {e}")]) from e
+
+
+def _unknown_calls(modules: Sequence[Module]) -> list[PolicyProblem]:
+    """Calls to functions defined nowhere: regopy would only fail (or crash) when reaching them."""
+    interpreter = new_interpreter()
+    by_name = {m.name: m for m in [COMPAT, *modules]}
+    found = unknown_calls(((m.name, m.text) for m in by_name.values()), interpreter.is_builtin)
+    return [by_name[u.module].problem(u.offset, f"unknown function {u.name}") for u in found]
+
+
+class RegoEngine:
+    def __init__(self, templates: Mapping[str, ConstraintTemplate], bundles: Mapping[str, Any]) -> None:
+        self.templates = dict(templates)
+        self._bundles = dict(bundles)
+        self._local = threading.local()
+
+    @classmethod
+    def compile(cls, templates: Sequence[ConstraintTemplate], *, isolated: bool = False) -> RegoEngine:
+        """Compile every template with its libs; raise PolicyError with every problem found.
+
+        `isolated` first compiles and runs them in a child process, so Rego that crashes
+        regopy is reported as a problem instead of killing this process (a server should).
+        """
+        problems: list[PolicyProblem] = []
+        modules: dict[str, list[Module]] = {}
+        for template in templates:
+            try:
+                modules[template.kind] = template_modules(template)
+            except PolicyError as e:
+                problems += e.problems
+                continue
+            problems += _unknown_calls(modules[template.kind])
+        if not problems and isolated and modules:
+            problems = crash_problems(modules, {t.kind: t for t in templates})
+        if problems:
+            raise PolicyError(problems)
+        bundles: dict[str, Any] = {}
+        for kind, own in modules.items():
+            try:
+                bundles[kind] = compile_modules(own, [entrypoint(kind)])
+            except PolicyError as e:
+                problems += e.problems
+        if problems:
+            raise PolicyError(problems)
+        return cls({t.kind: t for t in templates}, bundles)
+
+    def close(self) -> None:
+        self._bundles.clear()
+
+    def evaluate(
+        self, request: Mapping[str, Any], constraints: ConstraintSet, inventory: Inventory | None = None
+    ) -> list[ConstraintResult]:
+        work = plan(request, constraints, inventory, self.templates)
+        if not work.by_kind:
+            return work.decided
+        table = constraints.parameters
+        self._set_input(input_document(work.review, table.parameters(work.constraints), work.inventory))
+        results, failed = work.decided, []
+        for kind, group in work.by_kind.items():
+            try:
+                results += read_results(self._query(kind), group, table)
+            except RuntimeFailure:
+                failed.append(kind)
+        for kind in failed:
+            results += self._one_by_one(work, table, work.by_kind[kind])
+        return results
+
+    def _one_by_one(
+        self, work: Plan, table: ParameterTable, group: list[Constraint]
+    ) -> list[ConstraintResult]:
+        """After a template failed, find which of its constraints fail, and why."""
+        results = []
+        for constraint in group:
+            self._set_input(input_document(work.review, table.parameters([constraint]), work.inventory))
+            try:
+                results += read_results(self._query(constraint.kind), [constraint], table)
+            except RuntimeFailure as e:
+                results.append(ConstraintResult(constraint, error=f"evaluation failed: {e}"))
+        return results
+
+    def _interpreter(self) -> Interpreter:
+        interpreter: Interpreter | None = getattr(self._local, "interpreter", None)
+        if interpreter is None:
+            interpreter = self._local.interpreter = new_interpreter()
+        return interpreter
+
+    def _set_input(self, document: Mapping[str, Any]) -> None:
+        self._interpreter().set_input_term(orjson.dumps(document).decode())
+
+    def _query(self, kind: str) -> Any:
+        bundle = self._bundles.get(kind)
+        if bundle is None:
+            raise RuntimeFailure("the engine is closed")
+        return query_entrypoint(self._interpreter(), bundle, entrypoint(kind))
+
+
+def query_entrypoint(interpreter: Interpreter, bundle: Any, name: str) -> Any:
+    """The entrypoint's value; raise RuntimeFailure with regopy's message if evaluation failed.
+
+    This reads regopy's output directly: `Output` would parse the JSON with the stdlib
+    and could not report the error message.
+    """
+    try:
+        output = rego_shared.rego_bundle_query_entrypoint(interpreter._impl, bundle._impl, name)
+    except RegoError as e:
+        raise RuntimeFailure(str(e)) from e
+    try:
+        if not rego_shared.rego_output_ok(output):
+            text = rego_shared.rego_node_json(rego_shared.rego_output_node(output))
+            messages = [message for _, _, message in regopy_errors(text)]
+            raise RuntimeFailure("; ".join(messages) or "regopy reported an error without a message")
+        text = rego_shared.rego_output_string(output)
+    finally:
+        rego_shared.rego_free_output(output)
+    if text == "undefined":
+        return None
+    try:
+        expressions = orjson.loads(text).get("expressions") or [None]
+    except orjson.JSONDecodeError as e:
+        raise RuntimeFailure(f"regopy returned malformed output: {e}") from e
+    return expressions[0]

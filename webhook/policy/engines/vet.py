@@ -1,0 +1,89 @@
+"""Compile and run templates once in a child process: regopy can crash on Rego it accepts.
+
+A crash there is a policy problem naming the template; in the server it would have
+been the end of the process. The parent sends the modules as JSON on stdin; the
+child compiles and runs each template alone, as the engine does, printing `kind <Kind>`
+first, so the last line names the culprit if it dies; the check then resumes after it.
+
+    python -m webhook.policy.engines.vet < modules.json
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+
+from webhook.errors import PolicyProblem
+from webhook.policy.engines.layout import CONSTRAINTS_KEY, Module, entrypoint
+from webhook.validation.gatekeeper import ConstraintTemplate
+
+_PROBE_REVIEW = {"kind": {"group": "", "version": "v1", "kind": "Pod"}, "object": {}, "operation": "CREATE"}
+
+
+def crash_problems(
+    modules: Mapping[str, Sequence[Module]], templates: Mapping[str, ConstraintTemplate], timeout: float = 120
+) -> list[PolicyProblem]:
+    """Problems for templates whose compilation or first evaluation kills the process."""
+    outcome = _run_child(modules, timeout)
+    if outcome is None:
+        return []
+    if isinstance(outcome, PolicyProblem):
+        return [outcome]
+    signal, culprit = outcome
+    if culprit is None:
+        return [PolicyProblem("", 0, "", f"the template check crashed (signal {signal}) before starting")]
+    source = templates[culprit].rego
+    reason = f"regopy crashed (signal {signal}) compiling or evaluating this template, so it cannot be loaded"
+    found = [PolicyProblem(source.file, source.first_line, source.path, reason)]
+    rest = {
+        kind: own for kind, own in modules.items() if list(modules).index(kind) > list(modules).index(culprit)
+    }
+    return found + (crash_problems(rest, templates, timeout) if rest else [])
+
+
+def _run_child(
+    modules: Mapping[str, Sequence[Module]], timeout: float
+) -> PolicyProblem | tuple[int, str | None] | None:
+    """None if the child survived; else the signal and the template it was evaluating."""
+    payload = json.dumps(
+        {"modules": [[m.name, m.text] for own in modules.values() for m in own], "kinds": list(modules)}
+    )
+    try:
+        child = subprocess.run(
+            [sys.executable, "-m", __name__], input=payload, capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        return PolicyProblem("", 0, "", f"compiling the templates took longer than {timeout:.0f}s")
+    if child.returncode >= 0:
+        return None
+    words = child.stdout.split()
+    culprit = words[-1] if len(words) >= 2 and words[-2] == "kind" else None
+    return -child.returncode, culprit
+
+
+def main() -> int:
+    from webhook.policy.engines.layout import COMPAT
+    from webhook.policy.engines.regopy import RuntimeFailure, new_interpreter, query_entrypoint
+
+    request = json.load(sys.stdin)
+    for kind in request["kinds"]:
+        print("kind", kind, flush=True)
+        builder = new_interpreter()
+        builder.add_module(COMPAT.name, COMPAT.text)
+        for name, text in request["modules"]:
+            if name.startswith(f"{kind}/"):
+                builder.add_module(name, text)
+        bundle = builder.build(None, [entrypoint(kind)])
+        runner = new_interpreter()
+        runner.set_input_term(json.dumps({"review": _PROBE_REVIEW, CONSTRAINTS_KEY: {kind: {"p0": {}}}}))
+        # An error is the template's to report at request time; only a crash matters here.
+        with contextlib.suppress(RuntimeFailure):
+            query_entrypoint(runner, bundle, entrypoint(kind))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

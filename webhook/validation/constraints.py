@@ -1,0 +1,49 @@
+"""Gatekeeper constraints as findings: one per violation, with the constraint's enforcement action."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.decision import Finding
+from webhook.policy.model import PolicySet
+from webhook.types import AdmissionRequest, EnforcementAction
+from webhook.validation.results import ConstraintResult
+
+
+@dataclass(frozen=True)
+class ConstraintOutcome:
+    findings: list[Finding]
+    audit_annotations: dict[str, str]
+
+
+NOTHING = ConstraintOutcome([], {})
+
+
+def evaluate_constraints(
+    request: AdmissionRequest,
+    policies: PolicySet,
+    inventory: Mapping[str, Any] | None,
+    actions: frozenset[EnforcementAction],
+) -> ConstraintOutcome:
+    constraints, engine = policies.constraints, policies.engine
+    if not constraints or engine is None:
+        return NOTHING
+    results = engine.evaluate(request, constraints, inventory)
+    findings = [f for result in results for f in _findings(result) if f.action in actions]
+    violated = sorted({r.constraint.name for r in results if r.violations or r.error})
+    annotations = {"constraints-evaluated": str(len(results))}
+    if violated:
+        annotations["constraints-violated"] = ",".join(violated)[:1000]
+    return ConstraintOutcome(findings, annotations if results else {})
+
+
+def _findings(result: ConstraintResult) -> list[Finding]:
+    constraint = result.constraint
+    if result.error is not None:
+        # A constraint that cannot be evaluated denies unless its failure policy is Ignore:
+        # never a silent allow under `deny`. Ignored failures are still recorded.
+        action: EnforcementAction = "dryrun" if result.error_ignored else constraint.action
+        return [Finding(constraint.name, action, f"constraint {constraint.id} failed: {result.error}")]
+    return [Finding(constraint.name, constraint.action, v.msg) for v in result.violations]

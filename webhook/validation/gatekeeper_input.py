@@ -1,0 +1,117 @@
+"""What a Gatekeeper template sees: `input.review` and `data.inventory`, built as Gatekeeper does. Pure."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from webhook.validation.constraint_match import Subject
+
+Inventory = Mapping[str, Any]
+_EMPTY_GVK = {"group": "", "version": "", "kind": ""}
+_EMPTY_GVR = {"group": "", "version": "", "resource": ""}
+
+
+def review_of_request(request: Mapping[str, Any]) -> dict[str, Any]:
+    """`input.review` for a live AdmissionRequest; on DELETE the old object stands in for the object."""
+    review = dict(request)
+    if review.get("operation") == "DELETE" and review.get("object") is None:
+        review["object"] = review.get("oldObject")
+    return review
+
+
+def review_of_object(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The review Gatekeeper's gator builds for a bare manifest: no operation, no user."""
+    group, version = split_api_version(str(obj.get("apiVersion", "")))
+    metadata = obj.get("metadata") or {}
+    review: dict[str, Any] = {
+        "uid": "",
+        "kind": {"group": group, "version": version, "kind": str(obj.get("kind", ""))},
+        "resource": dict(_EMPTY_GVR),
+        "operation": "",
+        "userInfo": {},
+        "object": copy.deepcopy(dict(obj)),
+        "oldObject": None,
+    }
+    for key in ("name", "namespace"):
+        if metadata.get(key):
+            review[key] = metadata[key]
+    return review
+
+
+def review_of_admission_review(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The review gator builds from an AdmissionReview file: absent fields take Go's zero values."""
+    request = doc.get("request")
+    if not isinstance(request, Mapping):
+        raise ValueError("AdmissionReview has no request")
+    if request.get("object") is None and request.get("oldObject") is None:
+        raise ValueError("AdmissionRequest has neither object nor oldObject")
+    review: dict[str, Any] = {
+        "uid": "",
+        "kind": dict(_EMPTY_GVK),
+        "resource": dict(_EMPTY_GVR),
+        "operation": "",
+        "userInfo": {},
+        "object": None,
+        "oldObject": None,
+    }
+    review.update(copy.deepcopy(dict(request)))
+    return review_of_request(review)
+
+
+def split_api_version(api_version: str) -> tuple[str, str]:
+    group, _, version = api_version.rpartition("/")
+    return group, version
+
+
+def inventory_of(objects: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """`data.inventory` in Gatekeeper's layout: cluster[gv][kind][name], namespace[ns][gv][kind][name]."""
+    inventory: dict[str, Any] = {"cluster": {}, "namespace": {}}
+    for obj in objects:
+        metadata = obj.get("metadata") or {}
+        gv, kind, name = str(obj.get("apiVersion", "")), str(obj.get("kind", "")), metadata.get("name", "")
+        namespace = metadata.get("namespace")
+        root = inventory["namespace"].setdefault(namespace, {}) if namespace else inventory["cluster"]
+        root.setdefault(gv, {}).setdefault(kind, {})[name] = obj
+    return inventory
+
+
+def namespace_labels(inventory: Inventory | None, namespace: str) -> Mapping[str, str] | None:
+    """Labels of a namespace from the inventory, or None when it is not there."""
+    found = ((inventory or {}).get("cluster") or {}).get("v1", {}).get("Namespace", {}).get(namespace)
+    if not isinstance(found, Mapping):
+        return None
+    return (found.get("metadata") or {}).get("labels") or {}
+
+
+def subjects(review: Mapping[str, Any], inventory: Inventory | None) -> list[Subject]:
+    """What matching sees: the object and the old object, whichever are present."""
+    found = []
+    for obj in (review.get("object"), review.get("oldObject")):
+        if isinstance(obj, Mapping):
+            found.append(_subject(obj, review, inventory))
+    return found
+
+
+def _subject(obj: Mapping[str, Any], review: Mapping[str, Any], inventory: Inventory | None) -> Subject:
+    metadata = obj.get("metadata") or {}
+    if "apiVersion" in obj or "kind" in obj:
+        group, _ = split_api_version(str(obj.get("apiVersion", "")))
+        kind = str(obj.get("kind", ""))
+    else:
+        requested = review.get("kind") or {}
+        group, kind = str(requested.get("group", "")), str(requested.get("kind", ""))
+    is_namespace = kind == "Namespace" and group == ""
+    name = str(metadata.get("name") or review.get("name") or "")
+    namespace = name if is_namespace else str(metadata.get("namespace") or review.get("namespace") or "")
+    return Subject(
+        group=group,
+        kind=kind,
+        name=name,
+        generate_name=str(metadata.get("generateName") or ""),
+        namespace=namespace,
+        labels=metadata.get("labels") or {},
+        is_namespace=is_namespace,
+        namespace_labels=namespace_labels(inventory, namespace) if namespace and not is_namespace else None,
+    )

@@ -214,7 +214,9 @@ def _configure_deployment(deployment: Manifest, options: RenderOptions) -> None:
     if options.image is not None:
         container["image"] = options.image
     # Never review our own namespace or our own requests, wherever we are installed: no deadlock.
-    container["args"] = set_flag(container["args"], "--exclude-namespaces", f"kube-system,{options.namespace}")
+    container["args"] = set_flag(
+        container["args"], "--exclude-namespaces", f"kube-system,{options.namespace}"
+    )
     account = deployment["spec"]["template"]["spec"].get("serviceAccountName", "gpu-webhook")
     own = f"system:serviceaccount:{options.namespace}:{account}"
     container["args"] = set_flag(container["args"], "--own-username", own)

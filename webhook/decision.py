@@ -54,8 +54,14 @@ ALLOW = Decision(allowed=True)
 
 
 def deny(message: str, *, code: int = 403, findings: tuple[Finding, ...] = ()) -> Decision:
-    text = clean_text(message, MESSAGE_MAX_CHARS) or "denied by policy"
-    return Decision(allowed=False, code=code, message=text, findings=findings)
+    """One printable line per reason (kubectl prints them as they are), at most 4096 characters."""
+    lines = [line for line in (clean_text(part, MESSAGE_MAX_CHARS) for part in message.split("\n")) if line]
+    text = (
+        clean_text(" ".join(lines), MESSAGE_MAX_CHARS)
+        if len("\n".join(lines)) > MESSAGE_MAX_CHARS
+        else "\n".join(lines)
+    )
+    return Decision(allowed=False, code=code, message=text or "denied by policy", findings=findings)
 
 
 def failure_decision(mode: str, endpoint: str, why: str, *, code: int) -> Decision:

@@ -15,14 +15,14 @@ from typing import Any
 import jsonpointer
 
 from webhook.commands.common import offline_deps
-from webhook.errors import PolicyError, WebhookError
+from webhook.errors import ConfigError, PolicyError, WebhookError
 from webhook.inventory import EMPTY, Inventory, load_inventory
 from webhook.objects import read_objects
 from webhook.offline import Identity, Outcome, request_for, run
 from webhook.policy.loader import load_directory
 from webhook.policy.model import PolicySet
 from webhook.policy.schemas import GROUP_VERSION, POLICY_TEST
-from webhook.policy.source import Document, parse_documents
+from webhook.policy.source import Document, YamlError, parse_documents
 from webhook.policy.validate import schema_problems
 
 
@@ -135,6 +135,13 @@ def suites_in(paths: list[Path]) -> Iterator[Document]:
             sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml")) if path.is_dir() else [path]
         )
         for file in files:
-            yield from (
-                d for d in parse_documents(file.read_text(encoding="utf-8"), str(file)) if is_policy_test(d)
-            )
+            yield from (d for d in _documents(file) if is_policy_test(d))
+
+
+def _documents(file: Path) -> list[Document]:
+    try:
+        return parse_documents(file.read_text(encoding="utf-8"), str(file))
+    except YamlError as e:
+        raise ConfigError(str(e.problem)) from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read {file}: {e}") from e

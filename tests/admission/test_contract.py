@@ -115,10 +115,15 @@ def test_warnings_always_fit_the_apiserver_limits(warnings: list[str]) -> None:
 
 
 @given(st.text(max_size=10_000))
-def test_denial_messages_are_one_printable_line(message: str) -> None:
+def test_denial_messages_are_printable_lines(message: str) -> None:
     decision = deny(message)
-    assert decision.message and decision.message.isprintable()
+    assert decision.message and all(line.isprintable() and line for line in decision.message.split("\n"))
+    assert len(decision.message) <= 4096
     assert decision.code >= 400
+
+
+def test_each_reason_keeps_its_own_line() -> None:
+    assert deny("[a] first\n[b] second\r\n").message == "[a] first\n[b] second"
 
 
 REVIEWS = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -185,3 +186,22 @@ def test_policies_check_lists_every_problem(tmp_path: Path) -> None:
     lines = result.stderr.strip().splitlines()
     assert f"{tmp_path / 'a.yaml'}:6: spec.colour: unknown field" in lines
     assert lines[-1] == f"1 problem(s) in {tmp_path}"
+
+
+def test_gatekeeper_suites_run_beside_policy_tests(tmp_path: Path) -> None:
+    security = Path(__file__).resolve().parents[1] / "policies" / "security"
+    result = gpu_webhook("test", str(EXAMPLE_POLICIES), str(security))
+    assert result.returncode == 0, result.stdout
+    passed = int(result.stdout.strip().splitlines()[-1].split()[0])
+    assert passed >= 90  # 23 PolicyTest cases and the bundle's Gatekeeper suites
+    broken = tmp_path / "suite"
+    shutil.copytree(security / "gpu-privileged", broken)
+    text = (
+        (broken / "suite.yaml")
+        .read_text()
+        .replace("../../../../policies", str(BUNDLED_POLICIES.parent / "policies"))
+    )
+    (broken / "suite.yaml").write_text(text.replace("violations: 'no'", "violations: 1", 1))
+    failing = gpu_webhook("test", str(broken))
+    assert failing.returncode == 1
+    assert "FAIL" in failing.stdout and failing.stdout.strip().endswith("1 failed")

@@ -239,8 +239,46 @@ def test_debug_containers_are_reviewed_on_gpu_pods_too(cel: CelProcess, conditio
 
 def test_every_condition_compiles_and_a_broken_one_would_not(cel: CelProcess, conditions: Conditions) -> None:
     expressions = {expression for group in conditions.values() for expression in group}
-    assert len(expressions) == 3
+    assert len(expressions) == 4
     for expression in expressions:
         cel.compile(expression)
     with pytest.raises(Exception, match="CELParseError"):
         cel.compile(next(iter(expressions)) + ")")
+
+
+def _namespace(labels: dict[str, str] | None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": "team-a"}
+    if labels is not None:
+        metadata["labels"] = labels
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
+
+
+@pytest.mark.parametrize(
+    ("new", "old", "sent"),
+    [
+        ({"gpuwebhook.io/ignore": "true"}, None, True),
+        ({"gpuwebhook.io/ignore": "true"}, {}, True),
+        ({"team": "a"}, {"gpuwebhook.io/ignore": "true"}, True),
+        (None, {"gpuwebhook.io/ignore": "false"}, True),
+        ({"team": "a"}, {"team": "b"}, False),
+        (None, None, False),
+    ],
+)
+def test_only_requests_touching_the_ignore_label_reach_the_namespace_guard(
+    cel: CelProcess,
+    conditions: Conditions,
+    new: dict[str, str] | None,
+    old: dict[str, str] | None,
+    sent: bool,
+) -> None:
+    operation = "UPDATE" if old is not None else "CREATE"
+    activation = {
+        "object": _namespace(new),
+        "oldObject": _namespace(old) if old is not None else None,
+        "request": {
+            "operation": operation,
+            "resource": {"group": "", "version": "v1", "resource": "namespaces"},
+            "subResource": "",
+        },
+    }
+    assert matches(cel, conditions["namespaces.validate.gpuwebhook.io"], **activation) is sent

@@ -15,6 +15,7 @@ MUTATE = "gpu-pods.mutate.gpuwebhook.io"
 GPU_PODS = "gpu-pods.validate.gpuwebhook.io"
 WORKLOADS = "workloads.validate.gpuwebhook.io"
 ADVISORY = "advisory.validate.gpuwebhook.io"
+NAMESPACES = "namespaces.validate.gpuwebhook.io"
 WORKLOAD_RESOURCES = {("apps", r) for r in ("deployments", "statefulsets", "daemonsets", "replicasets")} | {
     ("batch", "jobs"),
     ("batch", "cronjobs"),
@@ -28,8 +29,8 @@ def hooks(rendered: list[Manifest]) -> dict[str, Webhook]:
     return webhooks_by_name(rendered)
 
 
-def test_the_webhooks_are_the_four_we_designed(hooks: dict[str, Webhook], rendered: list[Manifest]) -> None:
-    assert set(hooks) == {MUTATE, GPU_PODS, WORKLOADS, ADVISORY}
+def test_the_webhooks_are_the_five_we_designed(hooks: dict[str, Webhook], rendered: list[Manifest]) -> None:
+    assert set(hooks) == {MUTATE, GPU_PODS, WORKLOADS, ADVISORY, NAMESPACES}
     assert [h["name"] for h in one(rendered, "MutatingWebhookConfiguration")["webhooks"]] == [MUTATE]
 
 
@@ -40,6 +41,7 @@ def test_the_webhooks_are_the_four_we_designed(hooks: dict[str, Webhook], render
         (GPU_PODS, "Fail", 5, "/validate"),
         (WORKLOADS, "Fail", 5, "/validate"),
         (ADVISORY, "Ignore", 5, "/validate-advisory"),
+        (NAMESPACES, "Fail", 5, "/validate"),
     ],
 )
 def test_failure_policy_timeout_and_path(
@@ -161,3 +163,18 @@ def test_only_the_webhook_configurations_carry_the_component_label(rendered: lis
         if obj["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "admission-configuration"
     }
     assert labelled == {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
+
+
+def test_the_ignore_label_guard_cannot_be_bypassed_by_the_label_itself(hooks: dict[str, Webhook]) -> None:
+    """On UPDATE the selector sees the new labels: excluding ignored namespaces would let anyone add one."""
+    hook = hooks[NAMESPACES]
+    assert all(e["key"] != "gpuwebhook.io/ignore" for e in hook["namespaceSelector"]["matchExpressions"])
+    assert hook["rules"] == [
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "operations": ["CREATE", "UPDATE"],
+            "resources": ["namespaces"],
+            "scope": "Cluster",
+        }
+    ]

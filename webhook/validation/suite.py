@@ -79,11 +79,11 @@ def find_suites(paths: Iterable[Path]) -> list[Path]:
     found: list[Path] = []
     for path in paths:
         candidates = sorted(path.rglob("*.y*ml")) if path.is_dir() else [path]
-        found += [p for p in candidates if path.is_file() or _is_suite_file(p)]
+        found += [p for p in candidates if path.is_file() or is_suite_file(p)]
     return found
 
 
-def _is_suite_file(path: Path) -> bool:
+def is_suite_file(path: Path) -> bool:
     try:
         head = path.read_text(encoding="utf-8", errors="replace")
     except OSError:

@@ -111,7 +111,7 @@ def engine_factory(settings: Settings) -> EngineFactory:
         token=token,
         ca_file=str(settings.opa_ca_file) if settings.opa_ca_file else None,
     )
-    return lambda templates: OpaEngine.connect(templates, opa)
+    return lambda templates, _: OpaEngine.connect(templates, opa)
 
 
 def _capacity_cache(settings: Settings, metrics: Metrics, store: PolicyStore) -> CapacityCache | None:

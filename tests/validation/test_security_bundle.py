@@ -10,9 +10,9 @@ import pytest
 from tests.support.fakeopa import running
 from webhook.policy.engines import Engine
 from webhook.policy.engines.opa import OpaEngine, OpaSettings
-from webhook.policy.engines.regopy import RegoEngine
 from webhook.validation import suite
 from webhook.validation.gatekeeper import (
+    Constraint,
     ConstraintTemplate,
     Where,
     is_constraint,
@@ -61,7 +61,7 @@ def test_every_rule_has_a_suite_covering_pods_and_workloads(rule: str) -> None:
 
 
 def _opa_factory(url: str) -> suite.EngineFactory:
-    def factory(templates: Sequence[ConstraintTemplate]) -> Engine:
+    def factory(templates: Sequence[ConstraintTemplate], _: Sequence[Constraint]) -> Engine:
         return OpaEngine.connect(templates, OpaSettings(url=url))
 
     return factory
@@ -70,7 +70,7 @@ def _opa_factory(url: str) -> suite.EngineFactory:
 @pytest.mark.parametrize("engine", ["regopy", "opa"])
 def test_bundle_suites_pass(engine: str) -> None:
     if engine == "regopy":
-        report = suite.run_paths([SUITES], RegoEngine.compile)
+        report = suite.run_paths([SUITES])
     else:
         with running() as opa:
             report = suite.run_paths([SUITES], _opa_factory(opa.url))

@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from webhook.errors import PolicyError, PolicyProblem
 from webhook.policy.engines import ConstraintSet, Engine
 from webhook.policy.engines.regopy import RegoEngine
@@ -22,16 +24,28 @@ from webhook.policy.sharing_kind import compile_sharing_policy
 from webhook.policy.source import Document, YamlError, parse_documents, parse_path
 from webhook.quota.policy import GPUQuota
 from webhook.validation import gatekeeper
-from webhook.validation.gatekeeper import ConstraintTemplate, Where
+from webhook.validation.gatekeeper import Constraint, ConstraintTemplate, Where
 
 POLICY_SUFFIXES = (".yaml", ".yml")
 Compiler = Callable[[Document], tuple[Any, list[PolicyProblem]]]
-EngineFactory = Callable[[Sequence[ConstraintTemplate]], Engine]
+EngineFactory = Callable[[Sequence[ConstraintTemplate], Sequence[Constraint]], Engine]
 
 
-def regopy_engine(templates: Sequence[ConstraintTemplate]) -> Engine:
+def regopy_engine(templates: Sequence[ConstraintTemplate], constraints: Sequence[Constraint]) -> Engine:
     """In-process Rego; compiled first in a child process, so Rego that crashes regopy is a problem."""
-    return RegoEngine.compile(templates, isolated=True)
+    return RegoEngine.compile(templates, isolated=True, fixed=single_parameter_sets(constraints))
+
+
+def single_parameter_sets(constraints: Sequence[Constraint]) -> dict[str, Any]:
+    """Kinds whose constraints all share one parameter set (the usual case), with that set."""
+    seen: dict[str, set[bytes]] = {}
+    first: dict[str, Any] = {}
+    for constraint in constraints:
+        seen.setdefault(constraint.kind, set()).add(
+            orjson.dumps(constraint.parameters, option=orjson.OPT_SORT_KEYS)
+        )
+        first.setdefault(constraint.kind, dict(constraint.parameters))
+    return {kind: first[kind] for kind, sets in seen.items() if len(sets) == 1}
 
 
 COMPILERS: dict[tuple[str, str], Compiler] = {
@@ -123,7 +137,7 @@ def _compile_gatekeeper(
     pairs = [(d.data, Where(d.file, _line_finder(d))) for d in documents]
     try:
         found = gatekeeper.parse_documents(pairs)
-        compiled = engine(found.templates) if found.templates else None
+        compiled = engine(found.templates, found.constraints) if found.templates else None
     except PolicyError as e:
         return None, None, e.problems
     return ConstraintSet(found.constraints), compiled, []

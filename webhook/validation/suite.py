@@ -33,7 +33,8 @@ from webhook.validation.results import ConstraintResult
 from webhook.validation.yamldoc import Document, load_documents
 
 SUITE_API_VERSION = "test.gatekeeper.sh/v1alpha1"
-EngineFactory = Callable[[Sequence[ConstraintTemplate]], Engine]
+# The same shape as the policy loader's: the constraints let an engine specialise (fixed parameters).
+EngineFactory = Callable[[Sequence[ConstraintTemplate], Sequence[Constraint]], Engine]
 
 
 @dataclass(frozen=True)
@@ -115,10 +116,12 @@ def run_suite(path: Path, engine_factory: EngineFactory | None = None) -> list[C
     return results
 
 
-def _default_factory(templates: Sequence[ConstraintTemplate]) -> Engine:
+def _default_factory(templates: Sequence[ConstraintTemplate], constraints: Sequence[Constraint]) -> Engine:
+    """As the server compiles them, fixed parameter sets included (not isolated: a test can crash)."""
     from webhook.policy.engines.regopy import RegoEngine
+    from webhook.policy.loader import single_parameter_sets
 
-    return RegoEngine.compile(templates)
+    return RegoEngine.compile(templates, fixed=single_parameter_sets(constraints))
 
 
 class _Test:
@@ -139,8 +142,8 @@ class _Test:
             template = parse_template(*self._document("template"))
             if self.raw.get("invalid"):
                 return [self._expect_invalid(template)]
-            engine = self.factory([template])
             constraint = parse_constraint(*self._document("constraint"), {template.kind: template})
+            engine = self.factory([template], [constraint])
         except (PolicyError, CaseError) as e:
             return [self.result(str(c.get("name", "")), False, _reason(e)) for c in cases] or [
                 self.result("", False, _reason(e))

@@ -74,6 +74,11 @@ def entrypoint(kind: str) -> str:
     return f"{WRAPPERS}/{kind}/results"
 
 
+def direct_entrypoint(kind: str) -> str:
+    """The template's own violations, for a bundle whose data already holds its parameters."""
+    return f"{TEMPLATES}/{kind}/violation"
+
+
 COMPAT = Module(f"{rego_compat.COMPAT_PACKAGE}.rego", rego_compat.COMPAT_MODULE, None)
 
 

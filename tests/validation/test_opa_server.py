@@ -1,0 +1,126 @@
+"""`serve --engine opa`: decisions as in-process Rego makes them, and its failure mode when OPA is gone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import BUNDLED_POLICIES
+from tests.support.apiserver import check_reply
+from tests.support.fakeopa import FakeOpa
+from tests.support.reviews import make_review
+from tests.support.server import ServerProcess, start_server
+
+ESCAPE = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "escape", "namespace": "ml-team"},
+    "spec": {
+        "hostPID": True,
+        "containers": [
+            {
+                "name": "main",
+                "image": "registry.example.com/x:1",
+                "resources": {"limits": {"nvidia.com/gpu": "1"}},
+            }
+        ],
+    },
+}
+BENIGN = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "fine", "namespace": "ml-team"},
+    "spec": {
+        "containers": [
+            {
+                "name": "main",
+                "image": "registry.example.com/x:1",
+                "resources": {"limits": {"nvidia.com/gpu": "1"}},
+            }
+        ]
+    },
+}
+
+
+def _validate(server: ServerProcess, obj: dict[str, Any]) -> dict[str, Any]:
+    review = make_review(obj)
+    return check_reply(review, server.client().post_json("/validate", review), "validate")
+
+
+def _serve(cert_dir: Path, opa: FakeOpa, mode: str) -> ServerProcess:
+    args = [
+        "--cert-dir",
+        str(cert_dir),
+        "--policies",
+        str(BUNDLED_POLICIES),
+        "--engine",
+        "opa",
+        "--opa-url",
+        opa.url,
+        "--opa-failure-mode",
+        mode,
+        "--opa-timeout",
+        "1",
+        "--opa-retries",
+        "0",
+    ]
+    return start_server(args, ca_file=cert_dir / "ca.crt")
+
+
+@pytest.mark.parametrize(("mode", "allowed_when_down"), [("closed", False), ("open", True)])
+def test_opa_engine_decides_like_regopy_then_follows_its_failure_mode(
+    cert_dir: Path, server: ServerProcess, mode: str, allowed_when_down: bool
+) -> None:
+    opa = FakeOpa().start()
+    remote = _serve(cert_dir, opa, mode)
+    try:
+        local = _validate(server, ESCAPE)
+        answer = _validate(remote, ESCAPE)
+        assert answer["allowed"] is False
+        assert answer["status"]["message"] == local["status"]["message"]
+        assert _validate(remote, BENIGN)["allowed"] is True
+        assert opa.queries >= 2
+        opa.stop()
+        down = _validate(remote, BENIGN)
+        assert down["allowed"] is allowed_when_down
+        if not allowed_when_down:
+            assert "unreachable" in down["status"]["message"]
+    finally:
+        remote.stop_gracefully()
+
+
+def test_an_unreachable_opa_at_start_is_a_clear_error(cert_dir: Path, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    opa = FakeOpa().start()
+    url = opa.url
+    opa.stop()
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "webhook",
+            "serve",
+            "--cert-dir",
+            str(cert_dir),
+            "--policies",
+            str(BUNDLED_POLICIES),
+            "--engine",
+            "opa",
+            "--opa-url",
+            url,
+            "--opa-retries",
+            "0",
+            "--port",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "unreachable" in result.stderr and "Traceback" not in result.stderr

@@ -111,6 +111,25 @@ def _children(pid: int) -> list[int]:
         return []
 
 
+def _await_ready(server: Server) -> None:
+    """/readyz 200: policies loaded and cluster caches synced (a live cluster lists first)."""
+    import ssl
+    import urllib.request
+
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"https://127.0.0.1:{server.port}/readyz", context=context) as reply:
+                if reply.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError("server never became ready")
+
+
 def _measure(
     server: Server, scenario_endpoint: str, body: bytes, seconds: float, connections: int
 ) -> loadgen.Load:
@@ -150,6 +169,7 @@ def run_scenario(
         *extra,
     ]
     server = Server(command, workdir / f"{scenario.name}.log")
+    _await_ready(server)
     ready = time.perf_counter() - server.started
     try:
         load = _measure(server, scenario.endpoint, scenario.body, seconds, connections)

@@ -12,6 +12,8 @@ from typing import Any
 import orjson
 import yaml
 
+from bench.setups import cluster_scale, full_policies, scaled_constraints
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_POLICIES = ROOT / "bench" / "policies"
 MODES = ("exclusive", "timeslice", "mps", "mig", "hami", "kai")
@@ -38,6 +40,16 @@ def training_pod(namespace: str) -> dict[str, Any]:
 
 def cpu_pod() -> dict[str, Any]:
     return dict(yaml.safe_load((ROOT / "examples" / "pod-cpu.yaml").read_text()))
+
+
+def mutated(obj: dict[str, Any]) -> dict[str, Any]:
+    """The pod as kube-apiserver stores it after our /mutate, with the benchmark's sharing policies."""
+    from webhook.commands.common import offline_deps
+    from webhook.inventory import EMPTY
+    from webhook.offline import Identity, request_for, run
+
+    deps = offline_deps(BENCH_POLICIES, EMPTY)
+    return dict(run(request_for(obj, namespace=None, identity=Identity()), deps).object)
 
 
 def review(obj: dict[str, Any]) -> bytes:
@@ -89,4 +101,34 @@ def all_scenarios() -> list[Scenario]:
             workers=2,
         ),
     ]
+    gpu = review(training_pod("bench-mig"))
+    admitted = review(mutated(training_pod("bench-mig")))  # what /validate sees after /mutate
+    full = "default bundle, MIG policy, quota, audit (batch)"
+    found += [
+        Scenario("full-mutate", "/mutate", gpu, f"{full}: /mutate", prepare=full_policies),
+        Scenario("full-validate", "/validate", admitted, f"{full}: /validate", prepare=full_policies),
+        Scenario(
+            "full-mutate-workers-2", "/mutate", gpu, f"{full}: 2 workers", workers=2, prepare=full_policies
+        ),
+        Scenario(
+            "full-validate-workers-2",
+            "/validate",
+            admitted,
+            f"{full}: 2 workers",
+            workers=2,
+            prepare=full_policies,
+        ),
+        Scenario(
+            "full-validate-cpu-pod", "/validate", review(cpu_pod()), f"{full}: no GPUs", prepare=full_policies
+        ),
+    ]
+    found += [
+        Scenario(
+            f"constraints-{n}", "/validate", gpu, f"{n} constraints, spread", prepare=scaled_constraints(n)
+        )
+        for n in (10, 100, 1000)
+    ]
+    found.append(
+        Scenario("cluster-100k-pods", "/validate", gpu, "quota, 100,000 pods cached", prepare=cluster_scale())
+    )
     return found

@@ -12,7 +12,6 @@ from webhook.clusterstate import ClusterState, build_cluster_state
 from webhook.config import Settings
 from webhook.decision import Decision
 from webhook.gatekeeper_data import namespace_inventory, static_inventory
-from webhook.inventory import load_inventory
 from webhook.metrics import Metrics
 from webhook.policy.engines.opa import OpaEngine, OpaSettings
 from webhook.policy.loader import EngineFactory, regopy_engine
@@ -36,9 +35,7 @@ def build_service(settings: Settings) -> Service:
     register_quota_gauges(metrics, cluster, lambda: store.current.quotas)
     capacity = _capacity_cache(settings, metrics, store)
     inventory = (
-        static_inventory(load_inventory(settings.inventory))
-        if settings.inventory
-        else namespace_inventory(cluster.cache)
+        static_inventory(settings.inventory) if settings.inventory else namespace_inventory(cluster.cache)
     )
     review_settings = ReviewSettings(
         settings.excluded_namespaces,
@@ -54,7 +51,7 @@ def build_service(settings: Settings) -> Service:
             namespace_labels=cluster.cache.namespace_labels,
             quota_gate=cluster.gate,
             quota_unavailable=cluster.stale_reason(),
-            gatekeeper_inventory=inventory(),
+            gatekeeper_inventory=inventory,
             placement=capacity.view(time.time()) if capacity is not None else None,
         )
         return review(request, endpoint, deps)

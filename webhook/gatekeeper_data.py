@@ -9,17 +9,26 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from webhook.cache import ClusterCache
-from webhook.inventory import Inventory, gatekeeper_inventory
+from webhook.inventory import gatekeeper_inventory, load_inventory
 
 REFRESH_SECONDS = 1.0
 
 
-def static_inventory(inventory: Inventory) -> Callable[[], Mapping[str, Any]]:
-    layout = inventory.gatekeeper()
-    return lambda: layout
+def static_inventory(path: Path) -> Callable[[], Mapping[str, Any]]:
+    """The file's objects, read on first need: most policy sets never read data.inventory, and
+    holding every object of a large inventory would cost more memory than the rest of the server."""
+    built: list[Mapping[str, Any]] = []
+
+    def current() -> Mapping[str, Any]:
+        if not built:
+            built.append(load_inventory(path).gatekeeper())
+        return built[0]
+
+    return current
 
 
 def namespace_inventory(

@@ -62,8 +62,8 @@ class ReviewDeps:
     quota_gate: QuotaGate | None = None
     # Set when the cluster state is too stale for quota to trust: the reason, for the message.
     quota_unavailable: str | None = None
-    # data.inventory for Gatekeeper templates, in Gatekeeper's layout (namespaces at least).
-    gatekeeper_inventory: Mapping[str, Any] | None = None
+    # data.inventory for Gatekeeper templates, in Gatekeeper's layout; read only when needed.
+    gatekeeper_inventory: Callable[[], Mapping[str, Any]] | None = None
     placement: CapacityView | None = None  # spare GPU capacity, for policies with placement hints
 
 

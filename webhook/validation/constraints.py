@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,13 +24,14 @@ NOTHING = ConstraintOutcome([], {})
 def evaluate_constraints(
     request: AdmissionRequest,
     policies: PolicySet,
-    inventory: Mapping[str, Any] | None,
+    inventory: Callable[[], Mapping[str, Any]] | None,
     actions: frozenset[EnforcementAction],
 ) -> ConstraintOutcome:
     constraints, engine = policies.constraints, policies.engine
     if not constraints or engine is None:
         return NOTHING
-    results = engine.evaluate(request, constraints, inventory)
+    wanted = constraints.reads_namespaces or any(t.uses_inventory for t in engine.templates.values())
+    results = engine.evaluate(request, constraints, inventory() if wanted and inventory else None)
     findings = [f for result in results for f in _findings(result) if f.action in actions]
     violated = sorted({r.constraint.name for r in results if r.violations or r.error})
     annotations = {"constraints-evaluated": str(len(results))}

@@ -19,6 +19,9 @@ from webhook.validation.results import ConstraintResult
 
 
 class Engine(Protocol):
+    @property
+    def templates(self) -> Mapping[str, ConstraintTemplate]: ...
+
     def evaluate(
         self, request: Mapping[str, Any], constraints: ConstraintSet, inventory: Inventory | None = None
     ) -> list[ConstraintResult]:
@@ -38,6 +41,11 @@ class ConstraintSet:
     @property
     def constraints(self) -> tuple[Constraint, ...]:
         return tuple(self._index.items)
+
+    @property
+    def reads_namespaces(self) -> bool:
+        """Whether matching needs namespace labels from data.inventory (a namespaceSelector)."""
+        return any(c.match.namespace_selector is not None for c in self._index.items)
 
     def __len__(self) -> int:
         return len(self._index.items)

@@ -24,6 +24,7 @@ from webhook.scan.stream import RecordSink, ScanOutcome, scan_once
 
 log = logging.getLogger("webhook.scan")
 DUTY = 0.5
+STOP_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -81,10 +82,11 @@ class PeriodicScan:
         )
 
     def stop(self) -> None:
+        """Ends a run between two objects; a list request in flight may hold it up to STOP_SECONDS."""
         self._stop.set()
         self._wake.set()
         if self._thread.is_alive():
-            self._thread.join()
+            self._thread.join(STOP_SECONDS)
         if self.leadership is not None:
             self.leadership.stop()
 
@@ -102,7 +104,7 @@ class PeriodicScan:
 
     def _run(self) -> None:
         try:
-            outcome = self.job.run(Pace(self.duty, self._keeps_going))
+            outcome = self.job.run(Pace(self.duty, self._stop, self._keeps_going))
         except Exception as e:
             self._on_failure()
             log.error("scan failed", extra={"error_type": type(e).__name__, "error": str(e)[:300]})
@@ -120,18 +122,17 @@ class PeriodicScan:
 
 
 class Pace:
-    """keep_going for a run: rests between objects, waking at once on stop."""
+    """keep_going for a run: rests between objects in proportion to the last one, waking on stop."""
 
-    def __init__(self, duty: float, keeps_going: Callable[[], bool]) -> None:
+    def __init__(self, duty: float, stop: threading.Event, keeps_going: Callable[[], bool]) -> None:
         self._rest_per_busy = (1 - duty) / duty if 0 < duty < 1 else 0.0
+        self._stop = stop
         self._keeps_going = keeps_going
-        self._rest = threading.Event()
         self._since: float | None = None
 
     def __call__(self) -> bool:
-        now = time.monotonic()
         if self._since is not None and self._rest_per_busy:
-            self._rest.wait((now - self._since) * self._rest_per_busy)
+            self._stop.wait((time.monotonic() - self._since) * self._rest_per_busy)
         self._since = time.monotonic()
         return self._keeps_going()
 

@@ -53,7 +53,9 @@ def from_inventory(inventory: Inventory) -> Snapshot:
 
 def from_cluster(lister: Lister, origin: str) -> Snapshot:
     """Namespaces listed now; the other kinds when `objects()` is iterated."""
-    namespaces = tuple(_typed(item, NAMESPACE) for page in lister(NAMESPACE.resource) for item in page.items)
+    namespaces = tuple(
+        _typed(item, NAMESPACE) for page in lister(NAMESPACE.resource) for item in page.items if _named(item)
+    )
 
     def objects() -> Iterator[tuple[KubeObject, ScanKind]]:
         for kind in SCAN_KINDS:
@@ -68,6 +70,11 @@ def from_cluster(lister: Lister, origin: str) -> Snapshot:
 
 def empty(origin: str) -> Snapshot:
     return Snapshot(origin, (), lambda: iter(()), gatekeeper_inventory(()))
+
+
+def _named(item: KubeObject) -> bool:
+    metadata = item.get("metadata")
+    return isinstance(metadata, dict) and isinstance(metadata.get("name"), str) and bool(metadata["name"])
 
 
 def _typed(item: KubeObject, kind: ScanKind) -> KubeObject:

@@ -12,6 +12,7 @@ from typing import cast
 
 import pytest
 
+from webhook.errors import ClusterError
 from webhook.metrics import Metrics
 from webhook.scan.leader import LeaseElector, Timing
 from webhook.scan.periodic import PeriodicScan, ScanJob, register_scan_gauges
@@ -156,5 +157,22 @@ def test_without_an_election_the_scan_runs_at_start() -> None:
     try:
         assert job.runs.get(timeout=10).objects == 2
         assert scan.leading
+    finally:
+        scan.stop()
+
+
+def test_a_failed_run_is_counted_and_logged(messages: queue.Queue[str]) -> None:
+    failures: queue.Queue[None] = queue.Queue()
+
+    class Failing(Job):
+        def run(self, keep_going: Callable[[], bool]) -> ScanOutcome:
+            raise ClusterError("list deployments: HTTP 503 Service Unavailable")
+
+    scan = PeriodicScan(cast(ScanJob, Failing()), 3600, on_failure=lambda: failures.put(None))
+    scan.start()
+    try:
+        await_message(messages, "scan failed")
+        failures.get(timeout=10)
+        assert scan.last is None
     finally:
         scan.stop()

@@ -1,7 +1,8 @@
 """One scan run: every object of a Snapshot through judge(), counted into a ScanSummary.
 
-No I/O of its own: objects come from the snapshot, findings leave through a callback,
-and `keep_going` lets the caller stop a run between two objects (shutdown, lost lease).
+No I/O of its own (but a log line when review() fails on an object): objects come from the
+snapshot, findings leave through a callback, and `keep_going` lets the caller stop a run
+between two objects (shutdown, lost lease).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from webhook import __version__, certs, manifests
 from webhook.audit.commands import add_audit_commands, add_audit_serve_options, audit_settings
-from webhook.commands import advise, policies, review, test
+from webhook.commands import advise, policies, review, scan, test
 from webhook.config import (
     DEFAULT_MAX_STALENESS_SECONDS,
     DEFAULT_NAMESPACE,
@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve(commands)
     _add_certs(commands)
     review.add_parser(commands)
+    scan.add_parser(commands)
     test.add_parser(commands)
     policies.add_parser(commands)
     manifests.add_command(commands)
@@ -174,6 +175,12 @@ def _add_cluster_options(serve: argparse.ArgumentParser) -> None:
         help="seconds an admitted pod counts before the watch shows it",
     )
     cluster.add_argument(
+        "--scan-interval",
+        type=_non_negative_seconds,
+        default=env("scan-interval", "0"),
+        help="seconds between background scans of existing objects (one replica, by Lease); 0: off",
+    )
+    cluster.add_argument(
         "--max-staleness",
         type=_positive_seconds,
         default=env("max-staleness", str(DEFAULT_MAX_STALENESS_SECONDS)),
@@ -216,6 +223,7 @@ def _serve(args: argparse.Namespace) -> int:
         namespace=args.namespace,
         reservation_ttl_seconds=args.reservation_ttl,
         max_staleness_seconds=args.max_staleness,
+        scan_interval_seconds=args.scan_interval,
         **audit_settings(args),
         utilization=serve_settings(args),
     )
@@ -298,6 +306,13 @@ def _positive_seconds(text: str) -> float:
     value = float(text)
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
+def _non_negative_seconds(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (off) or a positive number of seconds, got {text}")
     return value
 
 

@@ -1,4 +1,5 @@
-"""The only importer of `kubernetes`: connect, list and watch for the caches, ConfigMaps for the ledger.
+"""The only importer of `kubernetes`: connect, list and watch for the caches and the scan,
+ConfigMaps for the ledger, the scan's Lease.
 
 Responses are read raw (`_preload_content=False`) and parsed with orjson: the
 client's model objects would cost far more memory and CPU than the few fields the
@@ -28,6 +29,7 @@ from webhook.cache import NAMESPACES, PODS
 from webhook.errors import ClusterError, ConfigError, Conflict, ResourceExpired
 from webhook.informer import Page
 from webhook.quota.ledger import StoredLedger
+from webhook.scan import lease
 
 DEFAULT_KUBECONFIG = Path("~/.kube/config")
 CONNECT_SECONDS = 5.0
@@ -76,17 +78,29 @@ def _kubeconfig_path(explicit: Path | None) -> Path | None:
     return next((p for p in candidates if p.is_file()), None)
 
 
+def _listers(api_client: Any) -> dict[str, Callable[..., Any]]:
+    """Cluster-wide list (and watch) of each resource we read, by its plural name."""
+    core, apps = client.CoreV1Api(api_client), client.AppsV1Api(api_client)
+    batch = client.BatchV1Api(api_client)
+    return {
+        PODS: core.list_pod_for_all_namespaces,
+        NAMESPACES: core.list_namespace,
+        "replicationcontrollers": core.list_replication_controller_for_all_namespaces,
+        "deployments": apps.list_deployment_for_all_namespaces,
+        "statefulsets": apps.list_stateful_set_for_all_namespaces,
+        "daemonsets": apps.list_daemon_set_for_all_namespaces,
+        "replicasets": apps.list_replica_set_for_all_namespaces,
+        "jobs": batch.list_job_for_all_namespaces,
+        "cronjobs": batch.list_cron_job_for_all_namespaces,
+    }
+
+
 class KubeSource:
-    """Pods or Namespaces, cluster-wide, as an informer Source."""
+    """One resource (pods, namespaces, a workload kind), cluster-wide, as an informer Source."""
 
     def __init__(self, connection: Connection, kind: str, page_size: int = PAGE_SIZE) -> None:
-        core = client.CoreV1Api(connection.api_client)
-        listers: dict[str, Callable[..., Any]] = {
-            PODS: core.list_pod_for_all_namespaces,
-            NAMESPACES: core.list_namespace,
-        }
         self.kind = kind
-        self._list = listers[kind]
+        self._list = _listers(connection.api_client)[kind]
         self._page_size = page_size
         self._lock = threading.Lock()
         self._response: Any = None
@@ -203,6 +217,59 @@ class ConfigMapStore:
             resource_version=resource_version or None,
         )
         return client.V1ConfigMap(api_version="v1", kind="ConfigMap", metadata=metadata, data=dict(data))
+
+
+def lister(connection: Connection, page_size: int = PAGE_SIZE) -> Callable[[str], Iterator[Page]]:
+    """Paged lists of any resource KubeSource knows: what the scan reads, one page at a time."""
+    return lambda resource: KubeSource(connection, resource, page_size).list_pages()
+
+
+class LeaseStore:
+    """coordination.k8s.io/v1 Leases in our own namespace: the scan's leader election."""
+
+    def __init__(self, connection: Connection, namespace: str) -> None:
+        self._api = client.CoordinationV1Api(connection.api_client)
+        self.namespace = namespace
+
+    def read(self, name: str) -> lease.StoredLease | None:
+        try:
+            document = _json(
+                _call(
+                    f"read lease {name}",
+                    lambda: self._api.read_namespaced_lease(
+                        name, self.namespace, _preload_content=False, _request_timeout=_TIMEOUTS
+                    ),
+                )
+            )
+        except _NotFound:
+            return None
+        return lease.from_wire(document)
+
+    def create(self, name: str, spec: lease.LeaseSpec) -> lease.StoredLease:
+        body: Any = lease.to_wire(name, self.namespace, spec, None)  # a dict: MicroTime as the API parses it
+        return lease.from_wire(
+            _json(
+                _call(
+                    f"create lease {name}",
+                    lambda: self._api.create_namespaced_lease(
+                        self.namespace, body, _preload_content=False, _request_timeout=_TIMEOUTS
+                    ),
+                )
+            )
+        )
+
+    def replace(self, name: str, spec: lease.LeaseSpec, resource_version: str) -> lease.StoredLease:
+        body: Any = lease.to_wire(name, self.namespace, spec, resource_version)
+        return lease.from_wire(
+            _json(
+                _call(
+                    f"update lease {name}",
+                    lambda: self._api.replace_namespaced_lease(
+                        name, self.namespace, body, _preload_content=False, _request_timeout=_TIMEOUTS
+                    ),
+                )
+            )
+        )
 
 
 _TIMEOUTS = (CONNECT_SECONDS, REQUEST_SECONDS)

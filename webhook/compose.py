@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import time
@@ -19,6 +20,8 @@ from webhook.policy.store import PolicyStore
 from webhook.policy.watch import PolicyWatcher
 from webhook.quota.gauges import register_quota_gauges
 from webhook.review import ReviewDeps, ReviewSettings, review
+from webhook.scan.periodic import PeriodicScan
+from webhook.scan.setup import build_periodic_scan
 from webhook.service import Hook, Readiness, Service
 from webhook.types import AdmissionRequest, Endpoint
 from webhook.utilization.cache import CapacityCache, build_cache
@@ -69,14 +72,29 @@ def build_service(settings: Settings) -> Service:
         max_inflight=settings.max_inflight,
     )
     audit = build_recorder(settings, metrics.registry, lambda: store.current.version)
-    if audit is None:
-        return service
-    recorder, writer = audit
+    if audit is not None:
+        recorder, writer = audit
+        service = dataclasses.replace(
+            service,
+            record=recorder.record,
+            on_startup=(*service.on_startup, writer.start),
+            on_shutdown=(writer.close, *service.on_shutdown),
+        )
+    sink = audit[1].journal.append if audit is not None else None
+    scan = build_periodic_scan(settings, metrics, lambda: store.current, cluster, review_settings, sink)
+    return _with_scan(service, scan) if scan is not None else service
+
+
+def _with_scan(service: Service, scan: PeriodicScan) -> Service:
+    """The scan starts once the audit log is open, and stops (releasing its Lease) before it closes."""
+
+    async def stop() -> None:
+        await asyncio.to_thread(scan.stop)
+
     return dataclasses.replace(
         service,
-        record=recorder.record,
-        on_startup=(*service.on_startup, writer.start),
-        on_shutdown=(writer.close, *service.on_shutdown),
+        on_startup=(*service.on_startup, _hook(scan.start)),
+        on_shutdown=(stop, *service.on_shutdown),
     )
 
 

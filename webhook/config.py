@@ -78,6 +78,8 @@ class Settings:
     reservation_ttl_seconds: float = DEFAULT_RESERVATION_TTL_SECONDS
     max_staleness_seconds: float = DEFAULT_MAX_STALENESS_SECONDS
     utilization: UtilizationSettings | None = None
+    # The background scan of existing objects: seconds between runs, 0 for none.
+    scan_interval_seconds: float = 0.0
     engine: Literal["regopy", "opa"] = "regopy"
     opa_url: str = "http://127.0.0.1:8181"
     opa_timeout_seconds: float = 1.5

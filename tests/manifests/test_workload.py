@@ -12,6 +12,7 @@ from tests.conftest import REPO
 from tests.manifests.objects import one
 from webhook.cli import build_parser
 from webhook.manifests import Manifest
+from webhook.scan.kinds import SCAN_KINDS
 
 Spec = dict[str, Any]
 TLS_DIR = Path("/etc/gpu-webhook/tls")
@@ -161,22 +162,49 @@ def test_rbac_has_no_wildcards_and_no_secrets(rendered: list[Manifest], kind: st
         assert not {"escalate", "bind", "impersonate", "delete", "deletecollection"} & set(rule["verbs"])
 
 
-def test_cluster_role_only_reads_pods_and_namespaces(rendered: list[Manifest]) -> None:
-    assert _rules(one(rendered, "ClusterRole")) == [
-        {"apiGroups": [""], "resources": ["pods", "namespaces"], "verbs": ["get", "list", "watch"]}
-    ]
+def _grants(role: Manifest) -> dict[tuple[str, str], set[str]]:
+    """(apiGroup, resource) -> verbs, over every rule of a role."""
+    grants: dict[tuple[str, str], set[str]] = {}
+    for rule in _rules(role):
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                grants.setdefault((group, resource), set()).update(rule["verbs"])
+    return grants
+
+
+READ = {"get", "list", "watch"}
+SCANNED = {
+    ("", "replicationcontrollers"),
+    ("apps", "deployments"),
+    ("apps", "statefulsets"),
+    ("apps", "daemonsets"),
+    ("apps", "replicasets"),
+    ("batch", "jobs"),
+    ("batch", "cronjobs"),
+}
+
+
+def test_cluster_role_only_reads_what_the_caches_and_the_scan_read(rendered: list[Manifest]) -> None:
+    expected = {("", "pods"): READ, ("", "namespaces"): READ} | dict.fromkeys(SCANNED, READ)
+    assert _grants(one(rendered, "ClusterRole")) == expected
+
+
+def test_the_cluster_role_covers_every_kind_the_scan_lists(rendered: list[Manifest]) -> None:
+    granted = _grants(one(rendered, "ClusterRole"))
+    for kind in SCAN_KINDS:
+        assert granted[(kind.group, kind.resource)] >= READ, kind
 
 
 def test_namespaced_role_covers_the_ledger_and_the_scan_lease(rendered: list[Manifest]) -> None:
     role = one(rendered, "Role")
     assert role["metadata"]["namespace"] == "gpu-system"
-    verbs = {
-        (rule["apiGroups"][0], resource): set(rule["verbs"])
-        for rule in _rules(role)
-        for resource in rule["resources"]
-    }
-    ledger = {"get", "list", "watch", "create", "update"}
-    assert verbs == {("coordination.k8s.io", "leases"): ledger, ("", "configmaps"): ledger}
+    by_name = {"get", "create", "update"}  # both are read and written by name: no list, no watch
+    assert _grants(role) == {("coordination.k8s.io", "leases"): by_name, ("", "configmaps"): by_name}
+
+
+def test_the_deployment_scans_hourly(rendered: list[Manifest]) -> None:
+    args = one(rendered, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--scan-interval=3600" in args
 
 
 @pytest.mark.parametrize(

@@ -1,10 +1,14 @@
 """A small kube-apiserver over HTTP, following the real wire format, for the real `kubernetes` client.
 
-Covers what gpu-webhook uses: Pods and Namespaces (list with resourceVersion and
-limit/continue paging; watch streaming JSON lines with ADDED, MODIFIED, DELETED,
-BOOKMARK and an ERROR carrying a 410 Status), and ConfigMaps (get, create, and
-update with 409 Conflict on a stale resourceVersion). One resourceVersion counter
-spans every resource, as etcd's revision does.
+Covers what gpu-webhook uses: Pods, Namespaces and the workload kinds the scan reads
+(ReplicationControllers, apps/v1 Deployments, StatefulSets, DaemonSets, ReplicaSets,
+batch/v1 Jobs and CronJobs): list with resourceVersion and limit/continue paging, and
+watch streaming JSON lines with ADDED, MODIFIED, DELETED, BOOKMARK and an ERROR
+carrying a 410 Status. ConfigMaps and coordination.k8s.io/v1 Leases: get, create
+(409 AlreadyExists), and update with 409 Conflict on a stale resourceVersion; a Lease
+whose spec does not follow the API's types (MicroTime, int32) is refused with 422 as
+the API server would. One resourceVersion counter spans every resource, as etcd's
+revision does.
 
 Test controls: create/update/delete objects, pause watch delivery, expire watches
 (history compacted, so resuming needs a relist), send bookmarks, an outage (every
@@ -32,12 +36,30 @@ from urllib.parse import parse_qs, urlsplit
 import orjson
 
 TOKEN = "fake-token"
-KINDS = {"pods": "Pod", "namespaces": "Namespace", "configmaps": "ConfigMap"}
-NAMESPACED = {"pods", "configmaps"}
+# resource -> (group/version, kind); every one but namespaces is namespaced.
+RESOURCES = {
+    "pods": ("v1", "Pod"),
+    "namespaces": ("v1", "Namespace"),
+    "configmaps": ("v1", "ConfigMap"),
+    "replicationcontrollers": ("v1", "ReplicationController"),
+    "deployments": ("apps/v1", "Deployment"),
+    "statefulsets": ("apps/v1", "StatefulSet"),
+    "daemonsets": ("apps/v1", "DaemonSet"),
+    "replicasets": ("apps/v1", "ReplicaSet"),
+    "jobs": ("batch/v1", "Job"),
+    "cronjobs": ("batch/v1", "CronJob"),
+    "leases": ("coordination.k8s.io/v1", "Lease"),
+}
+KINDS = {resource: kind for resource, (_, kind) in RESOURCES.items()}
+NAMESPACED = set(RESOURCES) - {"namespaces"}
+WRITABLE = {"configmaps", "leases"}
 _ROUTE = re.compile(
-    r"^/api/v1(?:/namespaces/(?P<ns>[^/]+))?/(?P<resource>pods|namespaces|configmaps)(?:/(?P<name>[^/]+))?$"
+    r"^/(?:api/(?P<core>v1)|apis/(?P<group>[a-z0-9.-]+)/(?P<version>v[0-9a-z]+))"
+    r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<resource>[a-z]+)(?:/(?P<name>[^/]+))?$"
 )
 _NAMESPACE_ITEM = re.compile(r"^/api/v1/namespaces/(?P<name>[^/]+)$")
+# metav1.MicroTime on the wire: RFC 3339 with exactly six fractional digits.
+_MICRO_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(Z|[+-]\d{2}:\d{2})$")
 Key = tuple[str, str, str]  # (resource, namespace, name)
 
 
@@ -151,7 +173,7 @@ class FakeKube:
 
     def _commit(self, resource: str, kind: str, key: Key, obj: dict[str, Any]) -> dict[str, Any]:
         self._rv += 1
-        obj = {"apiVersion": "v1", "kind": KINDS[resource], **obj}
+        obj = {"apiVersion": RESOURCES[resource][0], "kind": KINDS[resource], **obj}
         obj["metadata"] = {**obj["metadata"], "resourceVersion": str(self._rv)}
         if kind == "DELETED":
             self._objects.pop(key)
@@ -273,8 +295,13 @@ class FakeKube:
                 self._snapshots[next_token] = (rv, rest)
             metadata["continue"] = next_token
         items_out = [{k: v for k, v in item.items() if k not in ("kind", "apiVersion")} for item in page]
-        kind = KINDS[resource] + "List"
-        return 200, {"kind": kind, "apiVersion": "v1", "metadata": metadata, "items": items_out}
+        group_version, kind = RESOURCES[resource]
+        return 200, {
+            "kind": kind + "List",
+            "apiVersion": group_version,
+            "metadata": metadata,
+            "items": items_out,
+        }
 
     def _items(self, resource: str, namespace: str) -> list[dict[str, Any]]:
         return [
@@ -362,6 +389,9 @@ class FakeKube:
         self, method: str, resource: str, namespace: str, name: str, body: dict[str, Any]
     ) -> tuple[int, dict[str, Any]]:
         body.setdefault("metadata", {})["namespace"] = namespace
+        invalid = _invalid(resource, body)
+        if invalid:
+            return 422, _status(422, "Invalid", f'{KINDS[resource]} "{name}" is invalid: {invalid}')
         with self._cond:
             key = _key(resource, body)
             if method == "POST":
@@ -409,12 +439,47 @@ def _status(code: int, reason: str, message: str) -> dict[str, Any]:
     }
 
 
+def _served(route: re.Match[str]) -> bool:
+    """The path names a resource at its own group/version, namespaced only when it is namespaced."""
+    resource = route["resource"]
+    if resource not in RESOURCES:
+        return False
+    group_version = route["core"] or f"{route['group']}/{route['version']}"
+    if route["ns"] and resource not in NAMESPACED:
+        return False
+    return RESOURCES[resource][0] == group_version
+
+
+def _invalid(resource: str, body: dict[str, Any]) -> str | None:
+    """What the API server's validation would refuse in a written object (Leases: the spec's types)."""
+    group_version, kind = RESOURCES[resource]
+    if body.get("apiVersion", group_version) != group_version or body.get("kind", kind) != kind:
+        return f"expected apiVersion {group_version} and kind {kind}"
+    if resource != "leases":
+        return None
+    spec = body.get("spec")
+    if not isinstance(spec, dict):
+        return "spec: Required value"
+    checks: dict[str, Callable[[Any], bool]] = {
+        "holderIdentity": lambda v: isinstance(v, str),
+        "leaseDurationSeconds": lambda v: type(v) is int and 0 < v < 2**31,
+        "leaseTransitions": lambda v: type(v) is int and 0 <= v < 2**31,
+        "acquireTime": lambda v: isinstance(v, str) and bool(_MICRO_TIME.match(v)),
+        "renewTime": lambda v: isinstance(v, str) and bool(_MICRO_TIME.match(v)),
+    }
+    for field, valid in checks.items():
+        if spec.get(field) is not None and not valid(spec[field]):
+            return f"spec.{field}: Invalid value: {spec[field]!r}"
+    return None
+
+
 def _in(obj: dict[str, Any], namespace: str) -> bool:
     return not namespace or obj["metadata"].get("namespace") == namespace
 
 
 def _bookmark(resource: str, rv: int) -> dict[str, Any]:
-    mark = {"kind": KINDS[resource], "apiVersion": "v1", "metadata": {"resourceVersion": str(rv)}}
+    group_version, kind = RESOURCES[resource]
+    mark = {"kind": kind, "apiVersion": group_version, "metadata": {"resourceVersion": str(rv)}}
     return {"type": "BOOKMARK", "object": mark}
 
 
@@ -458,13 +523,12 @@ def _handler(api: FakeKube) -> type[BaseHTTPRequestHandler]:
                 return self._json(
                     503, _status(503, "ServiceUnavailable", "the server is currently unavailable")
                 )
-            route = _ROUTE.match(parts.path)
             item = _NAMESPACE_ITEM.match(parts.path)
-            if route is None and item is None:
-                return self._json(404, _status(404, "NotFound", "the server could not find the resource"))
-            if route is None:
-                assert item is not None
+            if item is not None:
                 return self._json(*api.read("namespaces", "", item["name"]))
+            route = _ROUTE.match(parts.path)
+            if route is None or not _served(route):
+                return self._json(404, _status(404, "NotFound", "the server could not find the resource"))
             resource, namespace, name = route["resource"], route["ns"] or "", route["name"]
             if method == "GET" and name:
                 return self._json(*api.read(resource, namespace, name))
@@ -474,7 +538,7 @@ def _handler(api: FakeKube) -> type[BaseHTTPRequestHandler]:
                 if resource in ("pods", "namespaces"):
                     api.wait_lists_open()
                 return self._json(*api.list_objects(resource, namespace, query))
-            if resource != "configmaps" or not isinstance(body, dict):
+            if resource not in WRITABLE or not isinstance(body, dict):
                 return self._json(405, _status(405, "MethodNotAllowed", "not supported by the fake"))
             return self._json(*api.write(method, resource, namespace, name or "", body))
 

@@ -1,0 +1,77 @@
+"""`gpu-webhook scan`: judge existing Pods, workloads and Namespaces by the validation policies, once."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from webhook.audit.journal import Journal
+from webhook.audit.setup import build_journal
+from webhook.config import DEFAULT_NAMESPACE, Settings
+from webhook.errors import ConfigError
+from webhook.inventory import load_inventory
+from webhook.policy.loader import load_directory
+from webhook.review import ReviewSettings
+from webhook.scan.output import render
+from webhook.scan.sources import Snapshot, from_cluster, from_inventory
+from webhook.scan.stream import scan_once
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "scan", help="judge existing pods, workloads and namespaces by the validation policies"
+    )
+    parser.add_argument("--policies", type=Path, default=Path("policies"), help="policy directory")
+    parser.add_argument("--inventory", type=Path, help="objects from a file (List, multi-document YAML)")
+    parser.add_argument(
+        "--kubeconfig", type=Path, help="without --inventory: default in-cluster, $KUBECONFIG, ~/.kube/config"
+    )
+    parser.add_argument("--audit-log", type=Path, help="append scan records to this audit log")
+    parser.add_argument(
+        "--exclude-namespaces",
+        type=_csv,
+        default=("kube-system", DEFAULT_NAMESPACE),
+        help="comma-separated namespace globs never reviewed, as serve --exclude-namespaces",
+    )
+    parser.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    parser.set_defaults(command=command)
+
+
+def command(args: argparse.Namespace) -> int:
+    policies = load_directory(args.policies)
+    snapshot = _snapshot(args.inventory, args.kubeconfig)
+    settings = ReviewSettings(excluded_namespaces=args.exclude_namespaces)
+    journal = _journal(args.audit_log)
+    try:
+        outcome = scan_once(snapshot, policies, settings, sink=journal.append if journal else None, keep=True)
+    finally:
+        if journal is not None:
+            journal.close()
+    print(render(outcome, args.output))
+    return 1 if outcome.summary.by_action()["deny"] else 0
+
+
+def _snapshot(inventory: Path | None, kubeconfig: Path | None) -> Snapshot:
+    if inventory is not None:
+        return from_inventory(load_inventory(inventory))
+    from webhook import cluster  # the kubernetes client loads only for a live scan
+
+    connection = cluster.connect(kubeconfig)
+    if connection is None:
+        raise ConfigError(
+            "nothing to scan: no --inventory FILE, and no cluster (no in-cluster service account, "
+            "$KUBECONFIG or ~/.kube/config)"
+        )
+    return from_cluster(cluster.lister(connection), f"cluster ({connection.description})")
+
+
+def _journal(path: Path | None) -> Journal | None:
+    if path is None:
+        return None
+    journal = build_journal(Settings(audit_log=path))
+    journal.open()
+    return journal
+
+
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())

@@ -1,0 +1,87 @@
+"""Where the scanned objects come from: an inventory file, or paged lists of a live cluster.
+
+Namespaces come first and are kept (their labels select policies and feed
+Gatekeeper's namespaceSelector); everything else streams, a page at a time, so a
+live scan holds one page of objects however large the cluster is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.informer import Page
+from webhook.inventory import Inventory, gatekeeper_inventory
+from webhook.scan.kinds import NAMESPACE, SCAN_KINDS, ScanKind, scan_kind
+from webhook.types import KubeObject
+
+Lister = Callable[[str], Iterator[Page]]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    origin: str
+    namespaces: tuple[KubeObject, ...]
+    # The other objects, read when called: a live cluster lists them then, page by page.
+    objects: Callable[[], Iterator[tuple[KubeObject, ScanKind]]]
+    # data.inventory for Gatekeeper templates, as the server builds it from the same origin.
+    gatekeeper_inventory: Mapping[str, Any]
+
+    def namespace_labels(self) -> dict[str, dict[str, str]]:
+        found: dict[str, dict[str, str]] = {}
+        for namespace in self.namespaces:
+            metadata = namespace.get("metadata") or {}
+            labels = metadata.get("labels")
+            clean = {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
+            found[str(metadata.get("name", ""))] = clean
+        return found
+
+
+def from_inventory(inventory: Inventory) -> Snapshot:
+    """The inventory's objects of the scanned kinds; Gatekeeper sees the whole inventory, as in serve."""
+    namespaces = tuple(obj for obj in inventory.objects if scan_kind(obj) is NAMESPACE)
+
+    def objects() -> Iterator[tuple[KubeObject, ScanKind]]:
+        for obj in inventory.objects:
+            kind = scan_kind(obj)
+            if kind is not None and kind is not NAMESPACE:
+                yield obj, kind
+
+    return Snapshot(f"inventory {inventory.source}", namespaces, objects, inventory.gatekeeper())
+
+
+def from_cluster(lister: Lister, origin: str) -> Snapshot:
+    """Namespaces listed now; the other kinds when `objects()` is iterated."""
+    namespaces = tuple(
+        _typed(item, NAMESPACE) for page in lister(NAMESPACE.resource) for item in page.items if _named(item)
+    )
+
+    def objects() -> Iterator[tuple[KubeObject, ScanKind]]:
+        for kind in SCAN_KINDS:
+            if kind is NAMESPACE:
+                continue
+            for page in lister(kind.resource):
+                for item in page.items:
+                    yield _typed(item, kind), kind
+
+    return Snapshot(origin, namespaces, objects, gatekeeper_inventory(namespaces))
+
+
+def empty(origin: str) -> Snapshot:
+    return Snapshot(origin, (), lambda: iter(()), gatekeeper_inventory(()))
+
+
+def _named(item: KubeObject) -> bool:
+    metadata = item.get("metadata")
+    return isinstance(metadata, dict) and isinstance(metadata.get("name"), str) and bool(metadata["name"])
+
+
+def _typed(item: KubeObject, kind: ScanKind) -> KubeObject:
+    """List items come without kind and apiVersion; policies need both."""
+    return {"apiVersion": kind.api_version, "kind": kind.kind, **item}
+
+
+def every(snapshot: Snapshot) -> Iterable[tuple[KubeObject, ScanKind]]:
+    yield from ((namespace, NAMESPACE) for namespace in snapshot.namespaces)
+    yield from snapshot.objects()

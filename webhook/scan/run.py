@@ -87,7 +87,7 @@ def run_scan(
         settings=settings,
         namespace_labels=lambda name: labels.get(name, {}),
         quota_gate=None,
-        gatekeeper_inventory=snapshot.gatekeeper_inventory,
+        gatekeeper_inventory=lambda: snapshot.gatekeeper_inventory,
     )
     summary = ScanSummary(scan_id, snapshot.origin, policies.version)
     summary.violations.update({(c.name, c.action): 0 for c in _constraints(policies)})

@@ -14,6 +14,8 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from tests.support.quiethttp import QuietHTTPServer
+
 DRIVER = "535.104.12"
 CYCLE = (0.0, 0.5, 1.0, 0.25, 0.75, 0.1, 0.9, 0.4, 0.6, 0.3)  # spans [0, 1], mean 0.48
 
@@ -93,7 +95,7 @@ class FakeExporter:
     def __init__(self, gpus: Sequence[FakeGpu]) -> None:
         self.gpus = tuple(gpus)
         self._scrapes: Iterator[int] = itertools.count()
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = QuietHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="fake-dcgm", daemon=True
         )

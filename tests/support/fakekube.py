@@ -22,18 +22,19 @@ import contextlib
 import copy
 import re
 import socket
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import orjson
+
+from tests.support.quiethttp import QuietHTTPServer
 
 TOKEN = "fake-token"
 # resource -> (group/version, kind); every one but namespaces is namespaced.
@@ -104,8 +105,7 @@ class FakeKube:
         self._lists_open.set()
         self.requests: list[str] = []
         self.conflicts = 0
-        self._server = _Server(("127.0.0.1", 0), _handler(self))
-        self._server.daemon_threads = True
+        self._server = QuietHTTPServer(("127.0.0.1", 0), _handler(self))
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
 
     # Lifecycle ---------------------------------------------------------------------------
@@ -412,13 +412,6 @@ class FakeKube:
                 )
                 return 409, _status(409, "Conflict", message)
             return 200, self.update(resource, body)
-
-
-class _Server(ThreadingHTTPServer):
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """Clients that hang up (a watch they stopped reading) are normal here; anything else is a bug."""
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
 
 
 def _key(resource: str, obj: dict[str, Any]) -> Key:

@@ -13,12 +13,13 @@ import threading
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import orjson
 from regopy import RegoError
 
+from tests.support.quiethttp import QuietHTTPServer
 from webhook.policy.engines.layout import regopy_errors
 from webhook.policy.engines.regopy import RuntimeFailure, new_interpreter, query_entrypoint
 
@@ -32,7 +33,7 @@ class FakeOpa:
         self.queries = 0
         self._lock = threading.Lock()
         self._bundles: dict[str, Any] = {}
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server = QuietHTTPServer(("127.0.0.1", 0), _handler(self))
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property

@@ -14,6 +14,8 @@ import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tests.support.quiethttp import QuietHTTPServer
+
 
 @dataclass(frozen=True)
 class Recorded:
@@ -32,8 +34,7 @@ class StubServer:
         if not hold:
             self.release.set()
         self._answer = answer
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
+        self._server = QuietHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="stub-http", daemon=True
         )

@@ -130,10 +130,13 @@ async def _evaluate(
     remaining = deadline - time.perf_counter()
     if remaining <= 0:
         return failure_decision(service.failure_mode, endpoint, "ran out of time", code=504)
-    if not service.blocking_review:
+    if endpoint not in service.threaded:
         return _decide(service, admission, endpoint)
     try:
-        return await asyncio.wait_for(asyncio.to_thread(_decide, service, admission, endpoint), remaining)
+        evaluation = asyncio.get_running_loop().run_in_executor(
+            service.executor, _decide, service, admission, endpoint
+        )
+        return await asyncio.wait_for(evaluation, remaining)
     except TimeoutError:
         return failure_decision(service.failure_mode, endpoint, "ran out of time", code=504)
 

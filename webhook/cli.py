@@ -124,6 +124,13 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="reviews a worker runs at once; beyond it, requests are answered by --failure-mode at once",
     )
     serve.add_argument(
+        "--review-threads",
+        type=_positive,
+        default=env("review-threads", "2"),
+        help="threads per worker that run /validate reviews: about one per CPU for regopy, more for "
+        "--engine opa, whose reviews wait on the network",
+    )
+    serve.add_argument(
         "--quota-failure-mode",
         choices=["closed", "open"],
         default=env("quota-failure-mode", "closed"),
@@ -209,6 +216,7 @@ def _serve(args: argparse.Namespace) -> int:
         client_ca=args.client_ca,
         body_timeout_seconds=args.body_timeout_seconds,
         max_inflight=args.max_inflight,
+        review_threads=args.review_threads,
         quota_failure_mode=args.quota_failure_mode,
         engine=args.engine,
         opa_url=args.opa_url,

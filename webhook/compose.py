@@ -7,6 +7,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from webhook.audit.setup import build_recorder
 from webhook.clusterstate import ClusterState, build_cluster_state
@@ -58,6 +59,9 @@ def build_service(settings: Settings) -> Service:
         )
         return review(request, endpoint, deps)
 
+    strict = cluster.gate.mode == "strict"
+    # Sized to the CPUs regopy can use: more threads than that only contend for the GIL (bench/).
+    executor = ThreadPoolExecutor(settings.review_threads, thread_name_prefix="review")
     service = Service(
         review=run_review,
         readiness=_readiness(store, cluster, capacity),
@@ -65,8 +69,14 @@ def build_service(settings: Settings) -> Service:
         max_body_bytes=settings.max_body_bytes,
         failure_mode=settings.failure_mode,
         on_startup=(watcher.start, _hook(cluster.start), *((capacity.start,) if capacity else ())),
-        on_shutdown=(watcher.stop, _hook(cluster.stop), *((capacity.stop,) if capacity else ())),
-        blocking_review=cluster.gate.mode == "strict",
+        on_shutdown=(
+            watcher.stop,
+            _hook(cluster.stop),
+            *((capacity.stop,) if capacity else ()),
+            _hook(lambda: executor.shutdown(wait=False, cancel_futures=True)),  # never wait on a stuck review
+        ),
+        executor=executor,
+        threaded=frozenset(("mutate", "validate", "advisory") if strict else ("validate", "advisory")),
         body_timeout_seconds=settings.body_timeout_seconds,
         max_inflight=settings.max_inflight,
     )

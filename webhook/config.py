@@ -61,6 +61,7 @@ class Settings:
     client_ca: Path | None = None
     body_timeout_seconds: float = 10.0
     max_inflight: int = 256
+    review_threads: int = 2
     quota_failure_mode: FailureMode = "closed"
     failure_mode: FailureMode = "closed"
     audit_fsync: AuditFsync = "batch"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
 from webhook.config import FailureMode
@@ -37,7 +38,10 @@ class Service:
     on_startup: Sequence[Hook] = field(default_factory=tuple)
     on_shutdown: Sequence[Hook] = field(default_factory=tuple)
     record: RecordHook = unrecorded
-    # Strict quota mode calls the Kubernetes API inside a review: run reviews in a thread then.
-    blocking_review: bool = False
+    # Endpoints whose reviews run on a thread, so the event loop stays free and the deadline
+    # is kept even when a review is slow: Rego evaluation (regopy releases the GIL; OPA waits
+    # on the network) and strict quota's calls to the Kubernetes API.
+    threaded: frozenset[Endpoint] = frozenset()
+    executor: Executor | None = None  # where threaded reviews run; None: the loop's default
     body_timeout_seconds: float = 10.0
     max_inflight: int = 256

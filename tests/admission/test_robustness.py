@@ -177,3 +177,61 @@ def test_client_certificates_are_required_with_client_ca(cert_dir: Path, tmp_pat
             stranger.request("GET", "/healthz")
     finally:
         server.stop_gracefully()
+
+
+SLOW_TEMPLATE = """apiVersion: templates.gatekeeper.sh/v1
+kind: ConstraintTemplate
+metadata: {name: slowrule}
+spec:
+  crd: {spec: {names: {kind: SlowRule}}}
+  targets:
+  - target: admission.k8s.gatekeeper.sh
+    code:
+    - engine: Rego
+      source:
+        version: v1
+        rego: |
+          package slowrule
+          import rego.v1
+          violation contains {"msg": "took its time"} if { not impossible }
+          impossible if {
+            some i in numbers.range(1, 1200)
+            some j in numbers.range(1, 1200)
+            i * j == 0
+          }
+---
+apiVersion: constraints.gatekeeper.sh/v1beta1
+kind: SlowRule
+metadata: {name: slow}
+spec:
+  match:
+    kinds: [{apiGroups: [""], kinds: [Pod]}]
+    namespaces: [slow]
+"""
+
+
+def test_a_slow_policy_is_cut_off_at_the_deadline_and_holds_up_nobody(cert_dir: Path, tmp_path: Path) -> None:
+    """A policy that evaluates for seconds: its review is answered by the failure mode when the
+    apiserver's ?timeout= budget runs out, and other requests are answered meanwhile."""
+    (tmp_path / "slow.yaml").write_text(SLOW_TEMPLATE)
+    server = start_server(
+        ["--cert-dir", str(cert_dir), "--policies", str(tmp_path)], ca_file=cert_dir / "ca.crt"
+    )
+    slow_review = make_review({**GPU_POD, "metadata": {**GPU_POD["metadata"], "namespace": "slow"}})
+    try:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            slow = pool.submit(
+                server.client().request,
+                "POST",
+                "/validate?timeout=1s",
+                orjson.dumps(slow_review),
+                JSON_HEADERS,
+            )
+            server.wait_for_log(lambda e: e.get("msg") == "admission" and e.get("code") == 504)
+            quick = make_review(GPU_POD)
+            check_reply(quick, server.client().post_json("/mutate", quick), "mutate")
+            response = check_reply(slow_review, slow.result(timeout=60), "validate")
+        assert response["allowed"] is False
+        assert response["status"]["code"] == 504 and "ran out of time" in response["status"]["message"]
+    finally:
+        server.stop_gracefully()

@@ -31,6 +31,9 @@ FLAGS = [
         "system:serviceaccount:gpu-system:gpu-webhook",
     ),
     ("--advisory-webhook", "ADVISORY_WEBHOOK", "true", "advisory_webhook", True),
+    ("--max-inflight", "MAX_INFLIGHT", "64", "max_inflight", 64),
+    ("--review-threads", "REVIEW_THREADS", "8", "review_threads", 8),
+    ("--body-timeout-seconds", "BODY_TIMEOUT_SECONDS", "3", "body_timeout_seconds", 3.0),
 ]
 
 

@@ -130,7 +130,7 @@ async def _evaluate(
     remaining = deadline - time.perf_counter()
     if remaining <= 0:
         return failure_decision(service.failure_mode, endpoint, "ran out of time", code=504)
-    if endpoint not in service.threaded:
+    if not service.threaded(endpoint):
         return _decide(service, admission, endpoint)
     try:
         evaluation = asyncio.get_running_loop().run_in_executor(

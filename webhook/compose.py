@@ -76,7 +76,7 @@ def build_service(settings: Settings) -> Service:
             _hook(lambda: executor.shutdown(wait=False, cancel_futures=True)),  # never wait on a stuck review
         ),
         executor=executor,
-        threaded=frozenset(("mutate", "validate", "advisory") if strict else ("validate", "advisory")),
+        threaded=lambda endpoint: strict or (endpoint != "mutate" and bool(store.current.constraints)),
         body_timeout_seconds=settings.body_timeout_seconds,
         max_inflight=settings.max_inflight,
     )

@@ -10,7 +10,6 @@ import functools
 import gc
 import logging
 import ssl
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -78,10 +77,6 @@ def create_app(settings: Settings) -> Starlette:
     # pauses otherwise show up in the tail latency.
     gc.collect()
     gc.freeze()
-    # Validating reviews run on threads and spend most of their time in regopy, outside the
-    # GIL. At the default 5 ms switch interval a thread back from regopy waits behind the
-    # event loop; at 1 ms full /validate serves about a fifth more requests (bench/).
-    sys.setswitchinterval(0.001)
     return app
 
 

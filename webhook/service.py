@@ -38,10 +38,11 @@ class Service:
     on_startup: Sequence[Hook] = field(default_factory=tuple)
     on_shutdown: Sequence[Hook] = field(default_factory=tuple)
     record: RecordHook = unrecorded
-    # Endpoints whose reviews run on a thread, so the event loop stays free and the deadline
-    # is kept even when a review is slow: Rego evaluation (regopy releases the GIL; OPA waits
-    # on the network) and strict quota's calls to the Kubernetes API.
-    threaded: frozenset[Endpoint] = frozenset()
+    # Whether an endpoint's reviews run on a thread, so the event loop stays free and the
+    # deadline is kept even when a review is slow: Rego evaluation (regopy releases the GIL;
+    # OPA waits on the network) and strict quota's calls to the Kubernetes API. Quick reviews
+    # stay on the loop, where they cost less than the hop to a thread.
+    threaded: Callable[[Endpoint], bool] = lambda _: False
     executor: Executor | None = None  # where threaded reviews run; None: the loop's default
     body_timeout_seconds: float = 10.0
     max_inflight: int = 256

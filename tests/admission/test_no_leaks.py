@@ -6,6 +6,7 @@ import base64
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from tests.conftest import BUNDLED_POLICIES
@@ -99,3 +100,44 @@ def test_canaries_never_leak(cert_dir: Path, tmp_path: Path, audit_stdout: bool)
         assert canary not in logs, f"{canary} in the server's logs"
         assert canary not in recorded, f"{canary} in the audit log"
         assert not any(canary.encode() in body for body in bodies), f"{canary} in a response"
+
+
+FORGED = '"}\n{"level": "error", "msg": "forged", "x": "\r\n\u2028\x1b[31m'
+
+
+def _forged_pod() -> dict[str, Any]:
+    pod = _pod(f"ns{FORGED}", {"nvidia.com/gpu": f"1{FORGED}"}, name=f"p{FORGED}")
+    pod["metadata"]["annotations"][f"gpuwebhook.io/{FORGED}"] = FORGED
+    pod["spec"]["containers"][0]["image"] = FORGED
+    return pod
+
+
+def test_user_strings_cannot_forge_or_break_log_lines(cert_dir: Path, tmp_path: Path) -> None:
+    """Names, annotations, images and quantities that carry newlines, JSON and escape codes:
+    every line the server writes stays one JSON object, and none of them is the forged one."""
+    args = [
+        "--cert-dir",
+        str(cert_dir),
+        "--policies",
+        str(BUNDLED_POLICIES),
+        "--audit-log",
+        str(tmp_path / "a"),
+    ]
+    server = start_server([*args, "--audit-stdout", "--log-level", "debug"], ca_file=cert_dir / "ca.crt")
+    sent = 0
+    try:
+        client = server.client()
+        review = make_review(_forged_pod())
+        review["request"]["userInfo"]["username"] = FORGED
+        for endpoint in ("/mutate", "/validate", "/validate-advisory"):
+            assert client.post_json(endpoint, review).status == 200
+            sent += 1
+        broken = {**review, "request": {**review["request"], "operation": FORGED}}
+        assert client.post_json("/validate", broken).status == 400  # the error names the bad value
+    finally:
+        server.stop_gracefully()
+    lines = [line for line in server.output().split("\n") if line.strip()]  # what log shippers split on
+    entries = [orjson.loads(line) for line in lines]  # raises if any line is not JSON
+    assert all(isinstance(e, dict) for e in entries)
+    assert not any(e.get("msg") == "forged" or e.get("level") == "error" for e in entries)
+    assert sum(e.get("msg") == "admission" for e in entries) == sent

@@ -127,8 +127,8 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--review-threads",
         type=_positive,
         default=env("review-threads", "2"),
-        help="threads per worker that run /validate reviews: about one per CPU for regopy, more for "
-        "--engine opa, whose reviews wait on the network",
+        help="threads per worker for reviews that run Rego (or strict quota): about one per CPU for "
+        "regopy, more for --engine opa, whose reviews wait on the network",
     )
     serve.add_argument(
         "--quota-failure-mode",

@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import BUNDLED_POLICIES
 from tests.support.reviews import make_review
-from tests.support.server import start_server
+from tests.support.server import ServerProcess, start_server
 
 ENV = "canary-env-7Q2x"
 ANNOTATION = "canary-annotation-9Kp1"
@@ -67,21 +67,17 @@ OBJECTS = [
 ]
 
 
+def _verbose_server(cert_dir: Path, audit: Path, audit_stdout: bool) -> ServerProcess:
+    """The bundle, the audit log and debug logs: every place a value could leak to."""
+    args = ["--cert-dir", str(cert_dir), "--policies", str(BUNDLED_POLICIES), "--audit-log", str(audit)]
+    args += ["--log-level", "debug", *(["--audit-stdout"] if audit_stdout else [])]
+    return start_server(args, ca_file=cert_dir / "ca.crt")
+
+
 @pytest.mark.parametrize("audit_stdout", [False, True])
 def test_canaries_never_leak(cert_dir: Path, tmp_path: Path, audit_stdout: bool) -> None:
     audit = tmp_path / "audit.log"
-    args = [
-        "--cert-dir",
-        str(cert_dir),
-        "--policies",
-        str(BUNDLED_POLICIES),
-        "--audit-log",
-        str(audit),
-        "--log-level",
-        "debug",
-        *(["--audit-stdout"] if audit_stdout else []),
-    ]
-    server = start_server(args, ca_file=cert_dir / "ca.crt")
+    server = _verbose_server(cert_dir, audit, audit_stdout)
     bodies: list[bytes] = []
     try:
         client = server.client()
@@ -115,15 +111,7 @@ def _forged_pod() -> dict[str, Any]:
 def test_user_strings_cannot_forge_or_break_log_lines(cert_dir: Path, tmp_path: Path) -> None:
     """Names, annotations, images and quantities that carry newlines, JSON and escape codes:
     every line the server writes stays one JSON object, and none of them is the forged one."""
-    args = [
-        "--cert-dir",
-        str(cert_dir),
-        "--policies",
-        str(BUNDLED_POLICIES),
-        "--audit-log",
-        str(tmp_path / "a"),
-    ]
-    server = start_server([*args, "--audit-stdout", "--log-level", "debug"], ca_file=cert_dir / "ca.crt")
+    server = _verbose_server(cert_dir, tmp_path / "audit.log", audit_stdout=True)
     sent = 0
     try:
         client = server.client()

@@ -8,21 +8,16 @@ the mutators and the checks see hostile shapes. `make fuzz FUZZ_TARGET=structure
 from __future__ import annotations
 
 import copy
-import sys
-from pathlib import Path
 from typing import Any
 
 import atheris
 import orjson
+from harness import ROOT, fuzz, review_everywhere
 
 with atheris.instrument_imports():
-    from webhook.admission import check_request, encode_response
+    from webhook.admission import check_request
     from webhook.errors import MalformedReview
-    from webhook.policy.loader import load_directory
-    from webhook.review import ReviewDeps, review
 
-ROOT = Path(__file__).resolve().parent.parent
-DEPS = ReviewDeps(policies=load_directory(ROOT / "policies" / "examples"))
 SEEDS = [orjson.loads(p.read_bytes()) for p in sorted((ROOT / "fuzz" / "corpus").glob("*.json"))]
 
 
@@ -65,15 +60,8 @@ def test_one_input(raw: bytes) -> None:
         request = check_request(orjson.loads(orjson.dumps(document["request"])))
     except (MalformedReview, TypeError):
         return  # TypeError: a value orjson cannot encode (NaN, a huge integer) is not JSON
-    for endpoint in ("mutate", "validate", "advisory"):
-        decision = review(request, endpoint, DEPS)  # type: ignore[arg-type]
-        encode_response(request["uid"], decision, endpoint)  # type: ignore[arg-type]
-
-
-def main() -> None:
-    atheris.Setup(sys.argv, test_one_input)
-    atheris.Fuzz()
+    review_everywhere(request)
 
 
 if __name__ == "__main__":
-    main()
+    fuzz(test_one_input)

@@ -173,13 +173,8 @@ class ConfigMapStore:
 
     def read(self, name: str) -> StoredLedger | None:
         try:
-            document = _json(
-                _call(
-                    f"read configmap {name}",
-                    lambda: self._core.read_namespaced_config_map(
-                        name, self.namespace, _preload_content=False, _request_timeout=_TIMEOUTS
-                    ),
-                )
+            document = _document(
+                f"read configmap {name}", self._core.read_namespaced_config_map, name, self.namespace
             )
         except _NotFound:
             return None
@@ -189,24 +184,12 @@ class ConfigMapStore:
 
     def create(self, name: str, data: Mapping[str, str]) -> None:
         body = self._body(name, data, None)
-        _json(
-            _call(
-                f"create configmap {name}",
-                lambda: self._core.create_namespaced_config_map(
-                    self.namespace, body, _preload_content=False, _request_timeout=_TIMEOUTS
-                ),
-            )
-        )
+        _document(f"create configmap {name}", self._core.create_namespaced_config_map, self.namespace, body)
 
     def replace(self, name: str, data: Mapping[str, str], resource_version: str) -> None:
         body = self._body(name, data, resource_version)
-        _json(
-            _call(
-                f"update configmap {name}",
-                lambda: self._core.replace_namespaced_config_map(
-                    name, self.namespace, body, _preload_content=False, _request_timeout=_TIMEOUTS
-                ),
-            )
+        _document(
+            f"update configmap {name}", self._core.replace_namespaced_config_map, name, self.namespace, body
         )
 
     def _body(self, name: str, data: Mapping[str, str], resource_version: str | None) -> Any:
@@ -233,14 +216,7 @@ class LeaseStore:
 
     def read(self, name: str) -> lease.StoredLease | None:
         try:
-            document = _json(
-                _call(
-                    f"read lease {name}",
-                    lambda: self._api.read_namespaced_lease(
-                        name, self.namespace, _preload_content=False, _request_timeout=_TIMEOUTS
-                    ),
-                )
-            )
+            document = _document(f"read lease {name}", self._api.read_namespaced_lease, name, self.namespace)
         except _NotFound:
             return None
         return lease.from_wire(document)
@@ -248,27 +224,13 @@ class LeaseStore:
     def create(self, name: str, spec: lease.LeaseSpec) -> lease.StoredLease:
         body: Any = lease.to_wire(name, self.namespace, spec, None)  # a dict: MicroTime as the API parses it
         return lease.from_wire(
-            _json(
-                _call(
-                    f"create lease {name}",
-                    lambda: self._api.create_namespaced_lease(
-                        self.namespace, body, _preload_content=False, _request_timeout=_TIMEOUTS
-                    ),
-                )
-            )
+            _document(f"create lease {name}", self._api.create_namespaced_lease, self.namespace, body)
         )
 
     def replace(self, name: str, spec: lease.LeaseSpec, resource_version: str) -> lease.StoredLease:
         body: Any = lease.to_wire(name, self.namespace, spec, resource_version)
         return lease.from_wire(
-            _json(
-                _call(
-                    f"update lease {name}",
-                    lambda: self._api.replace_namespaced_lease(
-                        name, self.namespace, body, _preload_content=False, _request_timeout=_TIMEOUTS
-                    ),
-                )
-            )
+            _document(f"update lease {name}", self._api.replace_namespaced_lease, name, self.namespace, body)
         )
 
 
@@ -295,6 +257,11 @@ def _call(what: str, request: Callable[[], Any]) -> Any:
         raise ClusterError(reason) from e
     except (urllib3.exceptions.HTTPError, OSError) as e:
         raise ClusterError(f"{what}: {_line(e)}") from e
+
+
+def _document(what: str, method: Callable[..., Any], *args: Any) -> dict[str, Any]:
+    """One request for one object, read raw and parsed by `_json`."""
+    return _json(_call(what, lambda: method(*args, _preload_content=False, _request_timeout=_TIMEOUTS)))
 
 
 def _json(response: Any) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from html import escape
 
 from webhook.utilization.advice import fit
 from webhook.utilization.charts import UsageBar, line_chart, usage_bars
-from webhook.utilization.render import recommendation_yaml
+from webhook.utilization.render import percent, recommendation_yaml
 from webhook.utilization.report import Report
 from webhook.utilization.timeline import Points
 
@@ -92,8 +92,8 @@ def _namespace_table(report: Report) -> str:
         [
             (n.namespace + (" (idle)" if n.idle else ""), "idle" if n.idle else ""),
             (f"{n.gpus_reserved:.2f}", "num"),
-            (_percent(n.util_mean), "num"),
-            (_percent(n.util_p95), "num"),
+            (percent(n.util_mean), "num"),
+            (percent(n.util_p95), "num"),
             (_gib(n.memory_peak_mib), "num"),
             (f"{report.freed_in(n.namespace):.2f}", "num"),
         ]
@@ -114,8 +114,8 @@ def _workload_table(report: Report) -> str:
                     (w.current, ""),
                     (w.state, "idle" if w.state == "idle" else ""),
                     (f"{w.gpus_reserved:.2f}", "num"),
-                    (_percent(w.util_mean), "num"),
-                    (_percent(w.util_p95), "num"),
+                    (percent(w.util_mean), "num"),
+                    (percent(w.util_p95), "num"),
                     (_gib(w.memory_peak_mib), "num"),
                     (chosen.describe() if chosen else "-", ""),
                 ]
@@ -139,10 +139,6 @@ def _table(header: list[str], rows: list[list[tuple[str, str]]]) -> str:
         for row in rows
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _percent(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f}%"
 
 
 def _gib(mib: float | None) -> str:

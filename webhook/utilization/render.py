@@ -53,8 +53,8 @@ def _namespace_table(report: Report) -> str:
         [
             n.namespace + (" (IDLE)" if n.idle else ""),
             f"{n.gpus_reserved:.2f}",
-            _percent(n.util_mean),
-            _percent(n.util_p95),
+            percent(n.util_mean),
+            percent(n.util_p95),
             _gib(n.memory_peak_mib),
             f"{report.freed_in(n.namespace):.2f}",
         ]
@@ -74,8 +74,8 @@ def _workload_table(report: Report) -> str:
                     f"{w.gpus_reserved:.2f}",
                     w.current,
                     w.state,
-                    _percent(w.util_mean),
-                    _percent(w.util_p95),
+                    percent(w.util_mean),
+                    percent(w.util_p95),
                     _gib(w.memory_peak_mib),
                     chosen.describe() if chosen else "-",
                 ]
@@ -104,7 +104,7 @@ def _grid(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-def _percent(value: float | None) -> str:
+def percent(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}%"
 
 

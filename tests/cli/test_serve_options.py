@@ -34,6 +34,13 @@ FLAGS = [
     ("--max-inflight", "MAX_INFLIGHT", "64", "max_inflight", 64),
     ("--review-threads", "REVIEW_THREADS", "8", "review_threads", 8),
     ("--body-timeout-seconds", "BODY_TIMEOUT_SECONDS", "3", "body_timeout_seconds", 3.0),
+    # cluster and quota
+    ("--inventory", "INVENTORY", "/tmp/inv.yaml", "inventory", Path("/tmp/inv.yaml")),
+    ("--quota-consistency", "QUOTA_CONSISTENCY", "strict", "quota_consistency", "strict"),
+    ("--kubeconfig", "KUBECONFIG", "/etc/kube/config", "kubeconfig", Path("/etc/kube/config")),
+    ("--namespace", "NAMESPACE", "gpu-admission", "namespace", "gpu-admission"),
+    ("--reservation-ttl", "RESERVATION_TTL", "45", "reservation_ttl", 45.0),
+    ("--max-staleness", "MAX_STALENESS", "2.5", "max_staleness", 2.5),
 ]
 
 

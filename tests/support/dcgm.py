@@ -8,13 +8,12 @@ which scrapes it, is real.
 
 from __future__ import annotations
 
-import http.server
 import itertools
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from tests.support.quiethttp import QuietHTTPServer
+from tests.support.quiethttp import QuietHandler, QuietHTTPServer
 
 DRIVER = "535.104.12"
 CYCLE = (0.0, 0.5, 1.0, 0.25, 0.75, 0.1, 0.9, 0.4, 0.6, 0.3)  # spans [0, 1], mean 0.48
@@ -112,19 +111,12 @@ class FakeExporter:
         self._server.shutdown()
         self._server.server_close()
 
-    def _handler(self) -> type[http.server.BaseHTTPRequestHandler]:
+    def _handler(self) -> type[QuietHandler]:
         exporter = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 body = exposition(exporter.gpus, next(exporter._scrapes)).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *_: object) -> None:
-                pass
+                self.send_body(200, body, "text/plain; version=0.0.4; charset=utf-8")
 
         return Handler

@@ -27,14 +27,13 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
-from tests.support.quiethttp import QuietHTTPServer
+from tests.support.quiethttp import QuietHandler, QuietHTTPServer
 
 TOKEN = "fake-token"
 # resource -> (group/version, kind); every one but namespaces is namespaced.
@@ -483,8 +482,8 @@ def _expired(since: int, oldest: int) -> dict[str, Any]:
     }
 
 
-def _handler(api: FakeKube) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
+def _handler(api: FakeKube) -> type[QuietHandler]:
+    class Handler(QuietHandler):
         protocol_version = "HTTP/1.1"
 
         def setup(self) -> None:
@@ -492,9 +491,6 @@ def _handler(api: FakeKube) -> type[BaseHTTPRequestHandler]:
             # Headers and body go out in separate writes; without this, Nagle's algorithm and
             # delayed ACKs add 40 ms to every request.
             self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
 
         def do_GET(self) -> None:
             self._serve("GET")
@@ -540,12 +536,7 @@ def _handler(api: FakeKube) -> type[BaseHTTPRequestHandler]:
             return orjson.loads(self.rfile.read(length)) if length else None
 
         def _json(self, status: int, document: dict[str, Any]) -> None:
-            payload = orjson.dumps(document)
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+            self.send_body(status, orjson.dumps(document))
 
         def _stream(self, events: Iterator[dict[str, Any] | None]) -> None:
             self.send_response(200)

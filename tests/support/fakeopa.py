@@ -13,13 +13,12 @@ import threading
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import orjson
 from regopy import RegoError
 
-from tests.support.quiethttp import QuietHTTPServer
+from tests.support.quiethttp import QuietHandler, QuietHTTPServer
 from webhook.policy.engines.layout import regopy_errors
 from webhook.policy.engines.regopy import RuntimeFailure, new_interpreter, query_entrypoint
 
@@ -142,11 +141,8 @@ def _lookup(data: Any, path: list[str]) -> Any:
     return node
 
 
-def _handler(opa: FakeOpa) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
+def _handler(opa: FakeOpa) -> type[QuietHandler]:
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             if self.path.startswith("/health"):
                 self._reply(200, {})
@@ -182,12 +178,7 @@ def _handler(opa: FakeOpa) -> type[BaseHTTPRequestHandler]:
 
         def _reply(self, status: int, body: Any) -> None:
             payload = b"" if body is None else orjson.dumps(body)
-            self.send_response(status)
-            if payload:
-                self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+            self.send_body(status, payload, "application/json" if payload else None)
 
     return Handler
 

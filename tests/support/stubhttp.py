@@ -7,14 +7,13 @@ bearer token). Everything about PromQL is tested against a real Prometheus.
 
 from __future__ import annotations
 
-import http.server
 import queue
 import threading
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tests.support.quiethttp import QuietHTTPServer
+from tests.support.quiethttp import QuietHandler, QuietHTTPServer
 
 
 @dataclass(frozen=True)
@@ -49,24 +48,16 @@ class StubServer:
         self._server.shutdown()
         self._server.server_close()
 
-    def _handler(self) -> type[http.server.BaseHTTPRequestHandler]:
+    def _handler(self) -> type[QuietHandler]:
         stub = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 form = urllib.parse.parse_qs(self.rfile.read(length).decode())
                 recorded = Recorded(self.path, dict(self.headers.items()), form)
                 stub.requests.put(recorded)
                 stub.release.wait(timeout=60)
-                status, body = stub._answer(recorded)
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *_: object) -> None:
-                pass
+                self.send_body(*stub._answer(recorded))
 
         return Handler

@@ -22,7 +22,6 @@ DEFAULT_SCHEDULER = "default-scheduler"
 KAI_FRACTION = "gpu-fraction"
 KAI_MEMORY = "gpu-memory"
 KAI_NUM_DEVICES = "gpu-fraction-num-devices"
-KAI_QUEUE_LABEL = "kai.scheduler/queue"
 MIG_SLICES = 7
 _MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-([1-7])g\.([0-9]{1,4})gb$")
 

@@ -65,7 +65,6 @@ class Journal:
         self.options = options
         self.path = options.path
         self.head = Head(0, GENESIS)
-        self.fsyncs = 0
         self._checkpointer = checkpointer
         self._fsync = fsync
         self._mutex = threading.Lock()
@@ -174,7 +173,6 @@ class Journal:
             self._fsync(self._fd)
         except OSError as e:
             raise AuditWriteError(f"cannot flush the audit log {self.path}: {e.strerror or e}") from e
-        self.fsyncs += 1
 
     def _copy(self, lines: list[bytes]) -> None:
         if self.options.copy_fd is None:

@@ -21,7 +21,6 @@ TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {
     "CronJob": ("spec", "jobTemplate", "spec", "template"),
     "PodTemplate": ("template",),
 }
-WORKLOAD_KINDS = frozenset(TEMPLATE_PATHS) - {"Pod"}
 
 
 @dataclass(frozen=True)

@@ -65,10 +65,6 @@ class QuotaSettings:
     def replicas(self, resource: str) -> int | None:
         return dict(self.shared_replicas).get(resource)
 
-    @classmethod
-    def for_model(cls, model: str) -> QuotaSettings:
-        return cls(card_memory_mib=gpu.model_memory_mib(model))
-
 
 DEFAULT_SETTINGS = QuotaSettings()
 

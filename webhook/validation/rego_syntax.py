@@ -29,7 +29,6 @@ _INFIX_LEVELS: tuple[frozenset[str], ...] = (
     frozenset({"+", "-"}),
     frozenset({"*", "/", "%"}),
 )
-COMPARISONS = _INFIX_LEVELS[0] | _INFIX_LEVELS[2]
 
 
 class RegoSyntaxError(ValueError):
@@ -96,10 +95,6 @@ class Suffix:
 class Ref(Node):
     base: Node
     suffixes: list[Suffix]
-
-    @property
-    def is_call(self) -> bool:
-        return any(s.kind == "call" for s in self.suffixes)
 
 
 @dataclass

@@ -10,6 +10,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.pods import gpu_pod
 from tests.utilization.rows import A100_40, A100_80, H100_80, T4, row
 from webhook.mutation.engine import mutate_object
 from webhook.policy.loader import load_directory
@@ -250,16 +251,6 @@ def test_every_recommended_policy_compiles_frees_something_and_spares_busy_work(
     _check_policies(report, tmp_path_factory.mktemp("policies") / "p")
 
 
-def _whole_gpu_pod(namespace: str) -> dict[str, Any]:
-    container = {"name": "main", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p", "namespace": namespace},
-        "spec": {"containers": [container]},
-    }
-
-
 @PROPERTY
 @given(rows=fleets())
 def test_the_webhook_gives_a_pod_the_mig_profile_the_advice_names(rows: list[DeviceUsage]) -> None:
@@ -269,7 +260,7 @@ def test_the_webhook_gives_a_pod_the_mig_profile_the_advice_names(rows: list[Dev
 
     for name, rec in policies.items():
         policy = sharing_policy(yaml.safe_dump(rec.policy["spec"]), name)
-        limits = mutate_object(_whole_gpu_pod(rec.namespace), policy).object["spec"]["containers"][0][
+        limits = mutate_object(gpu_pod("p", rec.namespace), policy).object["spec"]["containers"][0][
             "resources"
         ]
         assert limits["limits"] == {f"nvidia.com/mig-{rec.fit.profile}": "1"}

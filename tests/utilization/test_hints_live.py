@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from tests.support.apiserver import apply_patch, check_reply
+from tests.support.pods import gpu_pod
 from tests.support.policies import policy_set, sharing_policy
 from tests.support.prometheus import free_port
 from tests.support.reviews import make_review
@@ -39,16 +40,6 @@ POLICIES = {
     f"inject: {{{HINTS}}}",
     "shared": f"match: {{namespaces: [shared]}}\nsharing: {{mode: timeslice}}\ninject: {{{HINTS}}}",
 }
-
-
-def gpu_pod(namespace: str) -> dict[str, Any]:
-    container = {"name": "main", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p", "namespace": namespace},
-        "spec": {"containers": [container]},
-    }
 
 
 def hinted_nodes(obj: dict[str, Any]) -> list[str] | None:
@@ -83,7 +74,7 @@ def placement(fleet: Fleet) -> CapacityView:
 )
 def test_hints_from_real_promql(placement: CapacityView, namespace: str, nodes: list[str] | None) -> None:
     policies = policy_set(*(sharing_policy(spec, name) for name, spec in POLICIES.items()))
-    request = make_review(gpu_pod(namespace))["request"]
+    request = make_review(gpu_pod("p", namespace))["request"]
     decision = review(request, "mutate", ReviewDeps(policies=policies, placement=placement))
     assert decision.allowed
     mutated = jsonpatch.apply_patch(request["object"], list(decision.patch))
@@ -150,7 +141,7 @@ def test_a_running_server_hints_from_its_background_cache(
     try:
         entry = _logged(server, "utilization source available")
         assert entry["nodes"] == 3
-        mutated = _mutate(server, gpu_pod("whole"))
+        mutated = _mutate(server, gpu_pod("p", "whole"))
         assert hinted_nodes(mutated) == ["node-b", "node-a"]
         assert mutated["metadata"]["annotations"]["gpuwebhook.io/placement-hints"] == "node-b,node-a"
         ready = server.client().request("GET", "/readyz")
@@ -173,7 +164,7 @@ def test_an_unreachable_prometheus_degrades_with_a_log_line_and_a_metric(
     try:
         entry = _logged(server, "utilization source unavailable")
         assert "cannot reach Prometheus" in entry["error"] and entry["level"] == "warning"
-        mutated = _mutate(server, gpu_pod("whole"))
+        mutated = _mutate(server, gpu_pod("p", "whole"))
         assert hinted_nodes(mutated) is None and "gpuwebhook.io/applied" in mutated["metadata"]["annotations"]
         assert _metric(server, "gpu_webhook_utilization_refresh_errors_total") >= 1
         assert _metric(server, "gpu_webhook_utilization_up") == 0
@@ -195,7 +186,7 @@ def test_a_hanging_prometheus_never_holds_up_admission(
     server = _serve(cert_dir, policies, hanging_prometheus.url, "--prometheus-timeout", "60")
     try:
         hanging_prometheus.requests.get(timeout=15)  # the refresh is now stuck inside a query
-        mutated = _mutate(server, gpu_pod("whole"))
+        mutated = _mutate(server, gpu_pod("p", "whole"))
         assert not hanging_prometheus.release.is_set()  # answered while the query still hangs
         assert hinted_nodes(mutated) is None and "gpuwebhook.io/applied" in mutated["metadata"]["annotations"]
     finally:

@@ -16,6 +16,7 @@ import pytest
 
 from tests.audit.logs import lines, numbered, records, rewrite, write_log
 from tests.audit.sample import SAMPLE_COUNTS, sample
+from tests.support.cli import gpu_webhook
 from webhook.audit.chain import line_of, record_hash
 from webhook.audit.checkpoint import Checkpointer
 from webhook.audit.journal import Journal, JournalOptions
@@ -24,13 +25,7 @@ from webhook.cli import build_parser
 
 
 def audit(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "webhook", "audit", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return gpu_webhook("audit", *args)
 
 
 @pytest.fixture(scope="module")

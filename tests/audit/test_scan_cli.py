@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import orjson
@@ -12,6 +11,7 @@ import pytest
 import yaml
 
 from tests.conftest import BUNDLED_POLICIES
+from tests.support import cli
 from tests.support.workloads import BENIGN, CANARIES, CASES, ESCAPES, INVENTORY, SKIPPED, Case
 
 SECURITY = BUNDLED_POLICIES / "security"
@@ -24,9 +24,7 @@ OBJECT_FIELDS = {
 
 
 def gpu_webhook(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "webhook", *args], capture_output=True, text=True, timeout=120, check=False
-    )
+    return cli.gpu_webhook(*args, timeout=120)
 
 
 def scan(*args: str, policies: Path = SECURITY) -> subprocess.CompletedProcess[str]:

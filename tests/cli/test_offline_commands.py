@@ -3,30 +3,21 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.conftest import BUNDLED_POLICIES, EXAMPLES
+from tests.support import cli
 
 EXAMPLE_POLICIES = BUNDLED_POLICIES / "examples"
 
 
 def gpu_webhook(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "webhook", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=cwd,
-        env={**os.environ, "NO_COLOR": "1"},
-    )
+    return cli.gpu_webhook(*args, cwd=cwd, env={"NO_COLOR": "1"})
 
 
 def _write_yaml(path: Path, *documents: object) -> Path:

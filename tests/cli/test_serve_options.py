@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli import gpu_webhook
 from webhook.cli import build_parser
 
 FLAGS = [
@@ -69,16 +69,7 @@ def test_defaults_are_the_dev_setup() -> None:
 
 
 def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    import os
-
-    return subprocess.run(
-        [sys.executable, "-m", "webhook", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        timeout=60,
-        check=False,
-    )
+    return gpu_webhook(*args, env=env)
 
 
 @pytest.mark.parametrize(

@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
+from tests.support.cli import gpu_webhook
 from webhook.manifests import Manifest
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "webhook", "manifests", *args],
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return gpu_webhook("manifests", *args, cwd=cwd, env={"PYTHONPATH": str(REPO)})
 
 
 def one(objects: list[Manifest], kind: str) -> Manifest:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -12,6 +10,7 @@ import orjson
 import pytest
 import yaml
 
+from tests.support.cli import gpu_webhook
 from tests.support.pods import gpu_pod, make_pod, namespace, quota, quota_doc, res
 from webhook.clusterstate import ClusterState
 from webhook.inventory import cache_from, parse_inventory
@@ -91,13 +90,13 @@ def run_status(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     inventory.write_text(inventory_text())
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
-    return subprocess.run(
-        [sys.executable, "-m", "webhook", "quota", "status", "--policies", str(policies), *extra],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "HOME": str(home), "KUBECONFIG": ""},
-        timeout=60,
-        check=False,
+    return gpu_webhook(
+        "quota",
+        "status",
+        "--policies",
+        str(policies),
+        *extra,
+        env={"HOME": str(home), "KUBECONFIG": ""},
         cwd=tmp_path,
     )
 

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.support.cli import gpu_webhook
 from tests.support.reviews import make_review
 from tests.utilization.conftest import Fleet
 from tests.utilization.fleet import BUSY_NAMESPACE, IDLE_NAMESPACES
@@ -110,17 +108,6 @@ def test_with_an_inventory_the_idle_pod_among_busy_trainers_is_selected_by_label
     )
     assert trainer.allowed and trainer.patch == ()  # the busy trainers keep whole GPUs
     assert any(op["path"].endswith("nvidia.com~1mig-1g.10gb") for op in debug.patch)
-
-
-def gpu_webhook(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "webhook", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={k: v for k, v in os.environ.items() if not k.startswith("GPU_WEBHOOK_")},
-    )
 
 
 def test_the_command_writes_json_html_and_policies_that_policies_check_accepts(

@@ -4,8 +4,6 @@ carries the per-policy gauge and the time of the last scan."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,6 +13,7 @@ import yaml
 
 from tests.conftest import BUNDLED_POLICIES
 from tests.support.apiserver import check_reply
+from tests.support.cli import gpu_webhook
 from tests.support.reviews import make_review
 from tests.support.server import start_server
 from tests.support.workloads import CANARIES, CASES, ESCAPES, INVENTORY, pod
@@ -65,13 +64,7 @@ def test_a_server_with_a_scan_interval_writes_scan_records_and_gauges(cert_dir: 
     assert [r["type"] for r in records].count("decision") == 1  # both kinds share one chain
     text = log.read_text()
     assert not any(canary in text for canary in CANARIES)
-    verified = subprocess.run(
-        [sys.executable, "-m", "webhook", "audit", "verify", str(log), "--from-start"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    verified = gpu_webhook("audit", "verify", str(log), "--from-start")
     assert verified.returncode == 0, verified.stdout + verified.stderr
 
 

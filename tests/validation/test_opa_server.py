@@ -9,6 +9,7 @@ import pytest
 
 from tests.conftest import BUNDLED_POLICIES
 from tests.support.apiserver import check_reply
+from tests.support.cli import gpu_webhook
 from tests.support.fakeopa import FakeOpa
 from tests.support.reviews import make_review
 from tests.support.server import ServerProcess, start_server
@@ -92,35 +93,23 @@ def test_opa_engine_decides_like_regopy_then_follows_its_failure_mode(
 
 
 def test_an_unreachable_opa_at_start_is_a_clear_error(cert_dir: Path, tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
     opa = FakeOpa().start()
     url = opa.url
     opa.stop()
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "webhook",
-            "serve",
-            "--cert-dir",
-            str(cert_dir),
-            "--policies",
-            str(BUNDLED_POLICIES),
-            "--engine",
-            "opa",
-            "--opa-url",
-            url,
-            "--opa-retries",
-            "0",
-            "--port",
-            "0",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    result = gpu_webhook(
+        "serve",
+        "--cert-dir",
+        str(cert_dir),
+        "--policies",
+        str(BUNDLED_POLICIES),
+        "--engine",
+        "opa",
+        "--opa-url",
+        url,
+        "--opa-retries",
+        "0",
+        "--port",
+        "0",
     )
     assert result.returncode == 2
     assert "unreachable" in result.stderr and "Traceback" not in result.stderr

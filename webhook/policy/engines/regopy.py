@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
-from regopy import Input, Interpreter, LogLevel, RegoError, rego_shared
+from regopy import Interpreter, LogLevel, RegoError, rego_shared
 
 from webhook.errors import PolicyError, PolicyProblem
 from webhook.policy.engines import ConstraintSet, Plan, plan
@@ -31,6 +31,7 @@ from webhook.policy.engines.layout import (
     regopy_errors,
     template_modules,
 )
+from webhook.policy.engines.regopy_input import set_input
 from webhook.policy.engines.vet import crash_problems
 from webhook.validation.gatekeeper import Constraint, ConstraintTemplate
 from webhook.validation.gatekeeper_input import Inventory
@@ -181,8 +182,8 @@ class RegoEngine:
         return interpreter
 
     def _set_input(self, document: Mapping[str, Any]) -> None:
-        # A dict converted directly costs about 0.36 ms against 0.57 ms for its JSON text (measured).
-        self._interpreter().set_input(Input(document))
+        # Node by node from the dict: half the time of its JSON text (regopy_input, measured).
+        set_input(self._interpreter(), document)
 
     def _query(self, kind: str, name: str | None = None) -> Any:
         bundle = self._bundles.get(kind)

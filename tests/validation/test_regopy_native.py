@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from regopy import Input, Interpreter, rego_shared
 
-from webhook.policy.engines.regopy_input import set_input
+from webhook.policy.engines.regopy_native import set_input
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 SCALARS = st.none() | st.booleans() | INT64 | st.floats(allow_nan=False, allow_infinity=False) | st.text()

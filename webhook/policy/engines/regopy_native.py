@@ -1,10 +1,11 @@
-"""Set a JSON-shaped value as a regopy interpreter's input, in half the time regopy.Input takes.
+"""rego-cpp's C calls that run per request, bound so that the small ones keep the GIL.
 
-regopy.Input builds the value node by node through `ctypes.CDLL` functions: a training pod
-takes about 300 calls, and each one releases and re-takes the GIL and checks its result
-through an IntEnum. The node calls are tiny, so these bindings keep the GIL
-(`ctypes.PyDLL`) and compare plain ints: 0.34 against 0.67 ms for that pod (measured), and
-no GIL hand-off per node while review threads share the GIL with the event loop.
+regopy binds every call through `ctypes.CDLL`, which releases and re-takes the GIL each
+time. In a review thread, re-taking it waits for the event loop's thread, which may hold
+it for a whole switch interval (5 ms). Only evaluation is long enough to be worth
+releasing it; the input's node calls (about 300 for a training pod) and the output calls
+are bound through `ctypes.PyDLL` instead, and check plain ints rather than regopy's
+IntEnum. Setting the input takes 0.34 against 0.67 ms with regopy.Input (measured).
 
 regopy wraps integers outside int64 silently (2**63 reads as -2**63, 2**70 as 0); here
 they go in as floats, which keeps their order and rough size.
@@ -45,6 +46,27 @@ _item = _function("regoInputObjectItem")
 _object = _function("regoInputObject", ctypes.c_uint32)
 _array = _function("regoInputArray", ctypes.c_uint32)
 _set_of = _function("regoInputSet", ctypes.c_uint32)
+_output_ok = _LIBRARY.regoOutputOk
+_output_ok.restype = ctypes.c_bool
+_output_ok.argtypes = [ctypes.c_void_p]
+_output_size = _function("regoOutputJSONSize")
+_output_json = _function("regoOutputJSON", ctypes.c_char_p, ctypes.c_uint32)
+free_output = _LIBRARY.regoFreeOutput
+free_output.restype = None
+free_output.argtypes = [ctypes.c_void_p]
+
+
+def output_ok(output: int) -> bool:
+    return bool(_output_ok(output))
+
+
+def output_text(output: int) -> str:
+    """The output as regopy's JSON-like text (not always valid JSON: a key `"` is not escaped)."""
+    size = _output_size(output)
+    buffer = ctypes.create_string_buffer(size)
+    if _output_json(output, buffer, size):
+        raise RegoError("regopy could not write its output")
+    return buffer.value.decode()
 
 
 def set_input(interpreter: Interpreter, value: Any) -> None:

@@ -229,3 +229,16 @@ def test_unreachable_opa_follows_the_fail_setting(fail_open: bool, denies: bool)
     assert result.error is not None
     assert "unreachable" in result.error
     assert result.denies is denies
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [True, ["a"], "name", {"labels": True}, {"labels": {"app": 1}}, {"name": None, "labels": None}],
+    ids=["bool", "list", "string", "labels bool", "label value int", "nulls"],
+)
+def test_malformed_metadata_is_still_judged(compile_engine: Factory, metadata: Any) -> None:
+    request = b.request(b.pod("p", "evil/miner"))
+    request["object"]["metadata"] = metadata
+    constraints = ConstraintSet([b.load_constraint(repos(), *TEMPLATES)])
+    (result,) = compile_engine(TEMPLATES).evaluate(request, constraints)
+    assert [v.details["container"] for v in result.violations] == ["c0"]

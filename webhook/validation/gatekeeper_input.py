@@ -85,6 +85,11 @@ def namespace_labels(inventory: Inventory | None, namespace: str) -> Mapping[str
     return (found.get("metadata") or {}).get("labels") or {}
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """Untrusted JSON: a field that should hold an object may hold anything."""
+    return value if isinstance(value, Mapping) else {}
+
+
 def subjects(review: Mapping[str, Any], inventory: Inventory | None) -> list[Subject]:
     """What matching sees: the object and the old object, whichever are present."""
     found = []
@@ -95,7 +100,7 @@ def subjects(review: Mapping[str, Any], inventory: Inventory | None) -> list[Sub
 
 
 def _subject(obj: Mapping[str, Any], review: Mapping[str, Any], inventory: Inventory | None) -> Subject:
-    metadata = obj.get("metadata") or {}
+    metadata = _mapping(obj.get("metadata"))
     if "apiVersion" in obj or "kind" in obj:
         group, _ = split_api_version(str(obj.get("apiVersion", "")))
         kind = str(obj.get("kind", ""))
@@ -111,7 +116,7 @@ def _subject(obj: Mapping[str, Any], review: Mapping[str, Any], inventory: Inven
         name=name,
         generate_name=str(metadata.get("generateName") or ""),
         namespace=namespace,
-        labels=metadata.get("labels") or {},
+        labels={k: v for k, v in _mapping(metadata.get("labels")).items() if isinstance(v, str)},
         is_namespace=is_namespace,
         namespace_labels=namespace_labels(inventory, namespace) if namespace and not is_namespace else None,
     )

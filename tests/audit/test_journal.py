@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 from pathlib import Path
@@ -152,3 +153,143 @@ def test_rewrite_helper_roundtrip(tmp_path: Path) -> None:
     write_log(log, numbered(2))
     rewrite(log, lines(log))
     assert verify([log]).ok
+
+
+def _lock_is_free(log: Path) -> bool:
+    """What another process would find: flock conflicts between open files, even in one process."""
+    fd = os.open(log.with_name(log.name + ".lock"), os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+@pytest.mark.parametrize(("mode", "free"), [("batch", True), ("always", False)])
+def test_only_always_mode_holds_the_lock_across_an_fsync(tmp_path: Path, mode: FsyncMode, free: bool) -> None:
+    """The event loop may take the lock itself only because no batch-mode writer sits on it in an fsync."""
+    log = tmp_path / "audit.log"
+    seen: list[bool] = []
+    journal = Journal(JournalOptions(path=log, fsync=mode), fsync=lambda fd: seen.append(_lock_is_free(log)))
+    journal.open()
+    journal.append(numbered(3))
+    journal.close()
+    assert seen
+    assert set(seen) == {free}
+
+
+@pytest.mark.parametrize(
+    ("mode", "situation", "inline"),
+    [
+        ("batch", "idle", True),
+        ("never", "idle", True),
+        ("always", "idle", False),  # flushes every record under the lock
+        ("batch", "locked elsewhere", False),
+        ("never", "locked elsewhere", False),
+        ("batch", "torn tail", False),  # the repair is flushed under the lock
+        ("never", "torn tail", True),
+        ("batch", "rotation due", False),  # so is the rotated file
+        ("never", "rotation due", True),
+    ],
+)
+def test_try_write_gives_way_rather_than_wait_for_the_lock_or_flush_under_it(
+    tmp_path: Path, mode: FsyncMode, situation: str, inline: bool
+) -> None:
+    log = tmp_path / "audit.log"
+    write_log(log, numbered(3))
+    calls: list[int] = []
+    max_bytes = log.stat().st_size + 10 if situation == "rotation due" else 0
+    journal = Journal(JournalOptions(path=log, fsync=mode, max_bytes=max_bytes, keep=3), fsync=calls.append)
+    journal.open()
+    if situation == "torn tail":
+        with log.open("ab") as stream:
+            stream.write(orjson.dumps(entry("torn"))[:40])  # another writer died mid-line
+    other = os.open(journal.lock_path, os.O_RDWR)
+    if situation == "locked elsewhere":
+        fcntl.flock(other, fcntl.LOCK_EX)
+    before = [(p.name, p.read_bytes()) for p in family(log)]
+
+    written = journal.try_write([entry("loop")])
+
+    assert calls == [], "try_write never waits for the disk"
+    os.close(other)
+    if inline:
+        assert written is not None
+        journal.commit(written)
+    else:
+        assert written is None
+        assert [(p.name, p.read_bytes()) for p in family(log)] == before, "nothing written or cut"
+        journal.append([entry("loop")])
+    journal.close()
+    result = verify(expand([log]), from_genesis=True)
+    assert result.ok, result.describe()
+    assert result.last_seq == 4
+    assert records(log)[-1]["uid"] == "loop"
+
+
+@pytest.mark.parametrize(
+    ("meanwhile", "kept"),
+    [
+        ("nothing", ["next"]),
+        # Cutting our batch would break the other writer's chain: it stays, and an error says so.
+        ("another writer appends", ["ours", "theirs", "next"]),
+        ("another writer rotates", ["ours", "theirs", "next"]),
+    ],
+)
+def test_a_batch_whose_flush_fails_is_taken_back_unless_another_writer_chained_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, meanwhile: str, kept: list[str]
+) -> None:
+    log = tmp_path / "audit.log"
+    failures = [OSError(5, "Input/output error")]
+
+    def failing_once(fd: int) -> None:
+        if failures:
+            raise failures.pop()
+
+    ours = Journal(JournalOptions(path=log), fsync=failing_once)
+    max_bytes = 1 if meanwhile == "another writer rotates" else 0
+    theirs = Journal(JournalOptions(path=log, max_bytes=max_bytes, keep=3), fsync=lambda fd: None)
+    ours.open()
+    theirs.open()
+    written = ours.write([entry("ours")])
+    if meanwhile != "nothing":
+        theirs.append([entry("theirs")])
+    with (
+        caplog.at_level(logging.ERROR, logger="webhook.audit"),
+        pytest.raises(AuditWriteError, match="flush"),
+    ):
+        ours.commit(written)
+    assert any("stay in the log" in r.getMessage() for r in caplog.records) == (meanwhile != "nothing")
+    ours.append([entry("next")])
+    ours.close()
+    theirs.close()
+    result = verify(expand([log]), from_genesis=True)
+    assert result.ok, result.describe()
+    assert [r["uid"] for p in expand([log]) for r in records(p)] == kept
+
+
+def test_a_taken_back_batch_replaced_by_one_of_the_same_size_is_noticed(tmp_path: Path) -> None:
+    """Another writer that saw the batch before it was cut must not chain onto it: same size is not enough."""
+    log = tmp_path / "audit.log"
+    failures = [OSError(5, "Input/output error")]
+
+    def failing_once(fd: int) -> None:
+        if failures:
+            raise failures.pop()
+
+    ours = Journal(JournalOptions(path=log), fsync=failing_once)
+    ours.open()
+    written = ours.write([entry("uid-a")])
+    theirs = Journal(JournalOptions(path=log))
+    theirs.open()  # its head is now the batch about to be taken back
+    with pytest.raises(AuditWriteError):
+        ours.commit(written)
+    ours.append([entry("uid-b")])  # the same length as uid-a's line, at the same place
+    theirs.append([entry("theirs")])
+    ours.close()
+    theirs.close()
+    result = verify([log], from_genesis=True)
+    assert result.ok, result.describe()
+    assert [r["uid"] for r in records(log)] == ["uid-b", "theirs"]

@@ -36,6 +36,13 @@ class Checkpointer:
         overdue = self.monotonic() - self._last >= self.every_seconds
         return self._pending >= self.every_records or (self._pending > 0 and overdue)
 
+    def state(self) -> tuple[int, float]:
+        """What note and fields change, for restore to put back when a batch is not written after all."""
+        return self._pending, self._last
+
+    def restore(self, state: tuple[int, float]) -> None:
+        self._pending, self._last = state
+
     @property
     def pending(self) -> int:
         return self._pending

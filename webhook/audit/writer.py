@@ -6,6 +6,12 @@ once the journal holds it, so the response that follows is never ahead of the lo
 
 Code running in the event loop calls `await writer.append(entry)`; code running
 in its own thread (a background scan) may call `writer.journal.append([...])`.
+
+A batch is sealed and written on the event loop itself when the journal's lock is free:
+in a thread, every blocking call (stat, write, flock) would give up the GIL and wait for
+the busy loop to hand it back. In batch mode only the fsync runs in the writer thread,
+after the lock is released: one hand-off per batch. `always` mode, a lock held elsewhere,
+a torn line or a rotation (which flush under the lock) run the whole append in the thread.
 """
 
 from __future__ import annotations
@@ -66,15 +72,11 @@ class AuditWriter:
             self._executor.shutdown(wait=True)
 
     async def _flush(self) -> None:
-        loop = asyncio.get_running_loop()
         while self._pending:
             batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
             entries = [entry for entry, _ in batch]
             try:
-                if self.journal.options.fsync == "never":
-                    records = self.journal.append(entries)  # page cache only: cheaper than a thread hop
-                else:
-                    records = await loop.run_in_executor(self._executor, self.journal.append, entries)
+                records = await self._append(entries)
             except Exception as e:
                 error = e if isinstance(e, AuditWriteError) else AuditWriteError(f"audit log failure: {e!r}")
                 _settle(batch, error=error)
@@ -82,6 +84,20 @@ class AuditWriter:
             _settle(batch, records=records)
             if self._on_batch is not None:
                 self._on_batch(len(batch))
+
+    async def _append(self, entries: list[Mapping[str, Any]]) -> list[Record]:
+        loop, journal = asyncio.get_running_loop(), self.journal
+        written = journal.try_write(entries)
+        if written is None:  # the lock is busy, or this batch must flush under it
+            return await loop.run_in_executor(self._executor, journal.append, entries)
+        if not written.needs_flush:  # never mode
+            return journal.settle(written)
+        try:
+            await loop.run_in_executor(self._executor, journal.flush, written)
+        except BaseException:
+            await loop.run_in_executor(self._executor, journal.take_back, written)
+            raise
+        return journal.settle(written)
 
 
 def _settle(

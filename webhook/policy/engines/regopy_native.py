@@ -2,10 +2,11 @@
 
 regopy binds every call through `ctypes.CDLL`, which releases and re-takes the GIL each
 time. In a review thread, re-taking it waits for the event loop's thread, which may hold
-it for a whole switch interval (5 ms). Only evaluation is long enough to be worth
-releasing it; the input's node calls (about 300 for a training pod) and the output calls
-are bound through `ctypes.PyDLL` instead, and check plain ints rather than regopy's
-IntEnum. Setting the input takes 0.34 against 0.67 ms with regopy.Input (measured).
+it for a whole switch interval (5 ms). Only evaluation and the final copy of the input
+(0.16 ms for a training pod) are long enough to be worth releasing it; the input's node
+calls (about 300) and the output calls are bound through `ctypes.PyDLL` instead, and
+check plain ints rather than regopy's IntEnum. Setting the input takes 0.34 against
+0.67 ms with regopy.Input (measured).
 
 regopy wraps integers outside int64 silently (2**63 reads as -2**63, 2**70 as 0); here
 they go in as floats, which keeps their order and rough size.
@@ -36,7 +37,7 @@ _new.argtypes = []
 _free = _LIBRARY.regoFreeInput
 _free.restype = None
 _free.argtypes = [ctypes.c_void_p]
-_set = _function("regoSetInput", ctypes.c_void_p)
+_set = rego_shared.rego.regoSetInput  # regopy's CDLL binding: this one releases the GIL
 _string = _function("regoInputString", ctypes.c_char_p)
 _int = _function("regoInputInt", ctypes.c_int64)
 _float = _function("regoInputFloat", ctypes.c_double)

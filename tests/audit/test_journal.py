@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -14,6 +15,17 @@ from tests.audit.logs import entry, lines, numbered, records, rewrite, write_log
 from webhook.audit.files import expand, family
 from webhook.audit.journal import AuditLogCorrupt, AuditWriteError, FsyncMode, Journal, JournalOptions
 from webhook.audit.verify import verify
+
+
+def fsync_failing_once(error: OSError) -> Callable[[int], None]:
+    """An fsync that raises `error` the first time, then succeeds."""
+    failures = [error]
+
+    def fsync(fd: int) -> None:
+        if failures:
+            raise failures.pop()
+
+    return fsync
 
 
 def test_a_torn_final_line_is_cut_reported_and_the_chain_continues(
@@ -120,13 +132,9 @@ def test_a_full_disk_is_an_error_and_leaves_no_partial_record(tmp_path: Path) ->
 
 def test_a_failed_write_does_not_advance_the_chain(tmp_path: Path) -> None:
     log = tmp_path / "audit.log"
-    failures = [OSError(28, "No space left on device")]
-
-    def flaky_fsync(fd: int) -> None:
-        if failures:
-            raise failures.pop()
-
-    journal = Journal(JournalOptions(path=log), fsync=flaky_fsync)
+    journal = Journal(
+        JournalOptions(path=log), fsync=fsync_failing_once(OSError(28, "No space left on device"))
+    )
     journal.open()
     with pytest.raises(AuditWriteError, match="flush"):
         journal.append([entry("unflushed")])
@@ -242,13 +250,7 @@ def test_a_batch_whose_flush_fails_is_taken_back_unless_another_writer_chained_o
     tmp_path: Path, caplog: pytest.LogCaptureFixture, meanwhile: str, kept: list[str]
 ) -> None:
     log = tmp_path / "audit.log"
-    failures = [OSError(5, "Input/output error")]
-
-    def failing_once(fd: int) -> None:
-        if failures:
-            raise failures.pop()
-
-    ours = Journal(JournalOptions(path=log), fsync=failing_once)
+    ours = Journal(JournalOptions(path=log), fsync=fsync_failing_once(OSError(5, "Input/output error")))
     max_bytes = 1 if meanwhile == "another writer rotates" else 0
     theirs = Journal(JournalOptions(path=log, max_bytes=max_bytes, keep=3), fsync=lambda fd: None)
     ours.open()
@@ -273,13 +275,7 @@ def test_a_batch_whose_flush_fails_is_taken_back_unless_another_writer_chained_o
 def test_a_taken_back_batch_replaced_by_one_of_the_same_size_is_noticed(tmp_path: Path) -> None:
     """Another writer that saw the batch before it was cut must not chain onto it: same size is not enough."""
     log = tmp_path / "audit.log"
-    failures = [OSError(5, "Input/output error")]
-
-    def failing_once(fd: int) -> None:
-        if failures:
-            raise failures.pop()
-
-    ours = Journal(JournalOptions(path=log), fsync=failing_once)
+    ours = Journal(JournalOptions(path=log), fsync=fsync_failing_once(OSError(5, "Input/output error")))
     ours.open()
     written = ours.write([entry("uid-a")])
     theirs = Journal(JournalOptions(path=log))

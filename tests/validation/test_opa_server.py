@@ -50,23 +50,17 @@ def _validate(server: ServerProcess, obj: dict[str, Any]) -> dict[str, Any]:
     return check_reply(review, server.client().post_json("/validate", review), "validate")
 
 
-def _serve(cert_dir: Path, opa: FakeOpa, mode: str) -> ServerProcess:
-    args = [
-        "--cert-dir",
-        str(cert_dir),
-        "--policies",
-        str(BUNDLED_POLICIES),
-        "--engine",
-        "opa",
-        "--opa-url",
-        opa.url,
-        "--opa-failure-mode",
-        mode,
-        "--opa-timeout",
-        "1",
-        "--opa-retries",
-        "0",
+def _opa_serve_args(cert_dir: Path, url: str, *more: str) -> list[str]:
+    """`serve` on the bundled policies with the OPA engine at `url`, failing at once (no retries)."""
+    return [
+        *("--cert-dir", str(cert_dir), "--policies", str(BUNDLED_POLICIES)),
+        *("--engine", "opa", "--opa-url", url, "--opa-retries", "0"),
+        *more,
     ]
+
+
+def _serve(cert_dir: Path, opa: FakeOpa, mode: str) -> ServerProcess:
+    args = _opa_serve_args(cert_dir, opa.url, "--opa-failure-mode", mode, "--opa-timeout", "1")
     return start_server(args, ca_file=cert_dir / "ca.crt")
 
 
@@ -96,20 +90,6 @@ def test_an_unreachable_opa_at_start_is_a_clear_error(cert_dir: Path, tmp_path: 
     opa = FakeOpa().start()
     url = opa.url
     opa.stop()
-    result = gpu_webhook(
-        "serve",
-        "--cert-dir",
-        str(cert_dir),
-        "--policies",
-        str(BUNDLED_POLICIES),
-        "--engine",
-        "opa",
-        "--opa-url",
-        url,
-        "--opa-retries",
-        "0",
-        "--port",
-        "0",
-    )
+    result = gpu_webhook("serve", *_opa_serve_args(cert_dir, url, "--port", "0"))
     assert result.returncode == 2
     assert "unreachable" in result.stderr and "Traceback" not in result.stderr

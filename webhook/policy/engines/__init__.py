@@ -15,6 +15,7 @@ from webhook.policy.engines.layout import ParameterTable
 from webhook.validation.constraint_match import MatchIndex, NamespaceUnknown
 from webhook.validation.gatekeeper import Constraint, ConstraintTemplate
 from webhook.validation.gatekeeper_input import Inventory, review_of_request, subjects
+from webhook.validation.prechecks import PodCreate, Precheck, pod_create
 from webhook.validation.results import ConstraintResult
 
 
@@ -91,14 +92,28 @@ def plan(
     constraints: ConstraintSet,
     inventory: Inventory | None,
     templates: Mapping[str, ConstraintTemplate],
+    prechecks: Mapping[str, Precheck] | None = None,
 ) -> Plan:
+    """`prechecks` (kind to precheck) clear constraints that certainly find nothing, without Rego."""
     review = review_of_request(request)
     matched, decided = constraints.applicable(review, inventory)
+    pod = pod_create(review) if prechecks and any(c.kind in prechecks for c in matched) else None
     by_kind: dict[str, list[Constraint]] = {}
     for constraint in matched:
-        if constraint.kind in templates:
-            by_kind.setdefault(constraint.kind, []).append(constraint)
-        else:
+        if constraint.kind not in templates:
             decided.append(ConstraintResult(constraint, error=f"no compiled template for {constraint.kind}"))
+        elif pod is not None and prechecks and _cleared(prechecks.get(constraint.kind), pod, constraint):
+            decided.append(ConstraintResult(constraint))
+        else:
+            by_kind.setdefault(constraint.kind, []).append(constraint)
     needs_inventory = any(templates[kind].uses_inventory for kind in by_kind)
     return Plan(review, by_kind, decided, (inventory or {}) if needs_inventory else None)
+
+
+def _cleared(check: Precheck | None, pod: PodCreate, constraint: Constraint) -> bool:
+    if check is None:
+        return False
+    try:
+        return check(pod, constraint.parameters)
+    except Exception:  # a precheck's own bug must cost speed, never a decision: Rego decides
+        return False

@@ -34,6 +34,7 @@ from webhook.policy.engines.layout import (
 )
 from webhook.validation.gatekeeper import Constraint, ConstraintTemplate
 from webhook.validation.gatekeeper_input import Inventory
+from webhook.validation.prechecks import Precheck, prechecks_for
 from webhook.validation.results import ConstraintResult
 
 POLICY_PREFIX = "gpu-webhook/"
@@ -76,11 +77,16 @@ class OpaSettings:
 
 class OpaEngine:
     def __init__(
-        self, client: OpaClient, settings: OpaSettings, templates: Mapping[str, ConstraintTemplate]
+        self,
+        client: OpaClient,
+        settings: OpaSettings,
+        templates: Mapping[str, ConstraintTemplate],
+        prechecks: Mapping[str, Precheck] | None = None,
     ) -> None:
         self._client = client
         self.settings = settings
         self.templates = dict(templates)
+        self._prechecks = dict(prechecks or {})  # a clean pod needs no round trip
         self._pushed: ConstraintSet | None = None
         self._lock = threading.Lock()
 
@@ -97,7 +103,7 @@ class OpaEngine:
         if problems:
             raise PolicyError(problems)
         modules.append(Module(f"{WRAPPERS}_all.rego", all_results_module(t.kind for t in templates), None))
-        engine = cls(settings.client(), settings, {t.kind: t for t in templates})
+        engine = cls(settings.client(), settings, {t.kind: t for t in templates}, prechecks_for(templates))
         engine._push(modules)
         return engine
 
@@ -138,7 +144,7 @@ class OpaEngine:
     def evaluate(
         self, request: Mapping[str, Any], constraints: ConstraintSet, inventory: Inventory | None = None
     ) -> list[ConstraintResult]:
-        work = plan(request, constraints, inventory, self.templates)
+        work = plan(request, constraints, inventory, self.templates, self._prechecks)
         if not work.by_kind:
             return work.decided
         try:

@@ -35,6 +35,7 @@ from webhook.policy.engines.regopy_native import free_output, output_ok, output_
 from webhook.policy.engines.vet import crash_problems
 from webhook.validation.gatekeeper import Constraint, ConstraintTemplate
 from webhook.validation.gatekeeper_input import Inventory
+from webhook.validation.prechecks import Precheck, prechecks_for
 from webhook.validation.rego_check import unknown_calls
 from webhook.validation.results import ConstraintResult
 
@@ -85,8 +86,10 @@ class RegoEngine:
         templates: Mapping[str, ConstraintTemplate],
         bundles: Mapping[str, Any],
         fixed: Mapping[str, Mapping[str, Any]] | None = None,
+        prechecks: Mapping[str, Precheck] | None = None,
     ) -> None:
         self.templates = dict(templates)
+        self._prechecks = dict(prechecks or {})
         self._bundles = dict(bundles)
         # Kinds whose only parameter set was compiled into their bundle's data: queried directly.
         self._fixed = dict(fixed or {})
@@ -99,6 +102,7 @@ class RegoEngine:
         *,
         isolated: bool = False,
         fixed: Mapping[str, Mapping[str, Any]] | None = None,
+        prechecks: bool = True,
     ) -> RegoEngine:
         """Compile every template with its libs; raise PolicyError with every problem found.
 
@@ -107,6 +111,7 @@ class RegoEngine:
         `fixed` gives kinds whose constraints all share one parameter set: that set is
         compiled into the bundle's data, so evaluating them needs no `with`, which costs
         regopy a copy of the data on every query (about 0.3 ms a template, measured).
+        `prechecks` clears clean pods in Python for templates that have one (validation.prechecks).
         """
         problems: list[PolicyProblem] = []
         modules: dict[str, list[Module]] = {}
@@ -132,7 +137,8 @@ class RegoEngine:
                 problems += e.problems
         if problems:
             raise PolicyError(problems)
-        return cls({t.kind: t for t in templates}, bundles, fixed)
+        found = prechecks_for(templates) if prechecks else {}
+        return cls({t.kind: t for t in templates}, bundles, fixed, found)
 
     def close(self) -> None:
         self._bundles.clear()
@@ -140,7 +146,7 @@ class RegoEngine:
     def evaluate(
         self, request: Mapping[str, Any], constraints: ConstraintSet, inventory: Inventory | None = None
     ) -> list[ConstraintResult]:
-        work = plan(request, constraints, inventory, self.templates)
+        work = plan(request, constraints, inventory, self.templates, self._prechecks)
         if not work.by_kind:
             return work.decided
         table = constraints.parameters

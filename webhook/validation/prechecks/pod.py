@@ -1,0 +1,42 @@
+"""The pod a precheck may reason about: a Pod being created, in the shape the API server sends."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+CONTAINER_FIELDS = ("containers", "initContainers", "ephemeralContainers")
+
+
+@dataclass(frozen=True)
+class PodCreate:
+    spec: Mapping[str, Any]
+    metadata: Mapping[str, Any]
+    # Every container of every kind, as (field, container), in the order Rego iterates them.
+    containers: tuple[tuple[str, Mapping[str, Any]], ...]
+
+
+def pod_create(review: Mapping[str, Any]) -> PodCreate | None:
+    """The pod of a review that creates one, or None for anything else (updates, workloads, odd shapes).
+
+    None sends every template to Rego, so this only accepts what the prechecks were written
+    for: the operation is a string other than UPDATE, there is no old object, and the object,
+    its spec and metadata, and each container list hold the JSON types Kubernetes gives them.
+    """
+    operation = review.get("operation")
+    if not isinstance(operation, str) or operation == "UPDATE" or review.get("oldObject") is not None:
+        return None
+    obj = review.get("object")
+    if not isinstance(obj, Mapping) or obj.get("kind") != "Pod":
+        return None
+    spec, metadata = obj.get("spec"), obj.get("metadata", {})
+    if not isinstance(spec, Mapping) or not isinstance(metadata, Mapping):
+        return None
+    containers: list[tuple[str, Mapping[str, Any]]] = []
+    for field in CONTAINER_FIELDS:
+        listed = spec.get(field, [])
+        if not isinstance(listed, list) or not all(isinstance(c, Mapping) for c in listed):
+            return None
+        containers += [(field, c) for c in listed]
+    return PodCreate(spec, metadata, tuple(containers))

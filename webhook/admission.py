@@ -38,14 +38,18 @@ def parse_review(body: bytes) -> AdmissionRequest:
         raise MalformedReview(f"body is not valid JSON: {e}") from e
     _require(isinstance(document, dict), "body must be a JSON object")
     _check_envelope(document)
-    return check_request(document.get("request"))
+    # Each level of nesting opens a bracket: a body with few brackets cannot be too deep,
+    # and counting them in C is about 20 times cheaper than walking the decoded tree.
+    shallow = body.count(b"{") + body.count(b"[") <= MAX_DEPTH
+    return check_request(document.get("request"), depth_checked=shallow)
 
 
-def check_request(request: Any) -> AdmissionRequest:
+def check_request(request: Any, *, depth_checked: bool = False) -> AdmissionRequest:
     """Shape-check an AdmissionRequest that arrived by any route (HTTP or a file)."""
     _require(isinstance(request, dict), "request must be an object")
     _check_request(request)
-    _check_depth(request)
+    if not depth_checked:
+        _check_depth(request)
     return cast(AdmissionRequest, request)
 
 

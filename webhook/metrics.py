@@ -42,6 +42,7 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self._children: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
         self.policy_load_errors = Counter(
             "gpu_webhook_policy_load_errors",
             "Policy sets rejected at load or reload.",
@@ -85,8 +86,15 @@ class Metrics:
         self.registry.register(CallbackGauges(name, documentation, labels, samples))
 
     def observe(self, endpoint: str, decision: str, seconds: float) -> None:
-        self.requests.labels(endpoint=endpoint, decision=decision).inc()
-        self.latency.labels(endpoint=endpoint, decision=decision).observe(seconds)
+        # labels() costs a lock and a tuple build per call; there are only a dozen pairs.
+        children = self._children.get((endpoint, decision))
+        if children is None:
+            children = self._children[(endpoint, decision)] = (
+                self.requests.labels(endpoint=endpoint, decision=decision),
+                self.latency.labels(endpoint=endpoint, decision=decision),
+            )
+        children[0].inc()
+        children[1].observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -93,7 +93,11 @@ def mutate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
         return ALLOW
     try:
         result = mutate_object(
-            request["object"] or {}, subject.policy, deps.policies.shared_names, placement=deps.placement
+            request["object"] or {},
+            subject.policy,
+            deps.policies.shared_names,
+            placement=deps.placement,
+            shape_checked=True,  # by gpu_subject
         )
     except AdmissionDenied as e:
         return deny(str(e), findings=(Finding(subject.policy.name, "deny", str(e)),))

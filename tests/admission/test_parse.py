@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.support.reviews import load_example
-from webhook.admission import MAX_DEPTH, parse_review
+from webhook.admission import MAX_DEPTH, check_request, parse_review
 from webhook.errors import MalformedReview
 
 VALID = load_example("review-gpu-pod.json")
@@ -90,6 +90,30 @@ def test_nesting_is_bounded(depth: int, accepted: bool) -> None:
     else:
         with pytest.raises(MalformedReview):
             parse_review(body)
+
+
+def _accepted(parse: Any, value: Any) -> bool:
+    try:
+        parse(value)
+    except MalformedReview:
+        return False
+    return True
+
+
+@given(
+    depth=st.integers(min_value=MAX_DEPTH - 8, max_value=MAX_DEPTH + 2),
+    shape=st.lists(st.sampled_from(["list", "dict"]), min_size=1, max_size=3),
+    padding=st.integers(min_value=0, max_value=40),
+)
+def test_the_bracket_count_shortcut_agrees_with_the_walk(depth: int, shape: list[str], padding: int) -> None:
+    """parse_review skips the walk for bodies with few brackets; the verdict must not change.
+    Brackets inside strings only add to the count, so they may cost the walk, never a verdict."""
+    value: Any = "{[" * padding
+    for level in range(depth):
+        value = [value] if shape[level % len(shape)] == "list" else {"k": value}
+    body = _with("request.object", {"metadata": {}, "spec": "HERE"}).replace(b'"HERE"', orjson.dumps(value))
+    walked = _accepted(lambda b: check_request(orjson.loads(b)["request"]), body)
+    assert _accepted(parse_review, body) == walked
 
 
 @given(st.binary(max_size=512))

@@ -181,7 +181,7 @@ def _request(obj: dict[str, Any], operation: str, username: str) -> dict[str, An
         "operation": operation,
         "userInfo": {"username": username, "groups": []},
         "object": obj,
-        "oldObject": obj,
+        "oldObject": obj if operation == "UPDATE" else None,  # as the API server sends a CREATE
         "dryRun": False,
     }
 

@@ -33,11 +33,18 @@ def _diff_dicts(before: dict[str, Any], after: dict[str, Any], path: str) -> Ite
         if key not in after:
             yield {"op": "remove", "path": f"{path}/{escape(key)}"}
     for key, value in after.items():
-        where = f"{path}/{escape(key)}"
         if key not in before:
-            yield {"op": "add", "path": where, "value": value}
-        elif before[key] is not value:
-            yield from _diff(before[key], value, where)
+            yield {"op": "add", "path": f"{path}/{escape(key)}", "value": value}
+        elif not _same_leaf(before[key], value):
+            yield from _diff(before[key], value, f"{path}/{escape(key)}")
+
+
+def _same_leaf(before: Any, after: Any) -> bool:
+    """Equal scalars, or one object twice: the common case, settled without building a path."""
+    if before is after:
+        return True
+    kind = type(after)
+    return type(before) is kind and kind is not dict and kind is not list and before == after
 
 
 def _diff_lists(before: list[Any], after: list[Any], path: str) -> Iterator[PatchOperation]:

@@ -66,12 +66,18 @@ def mutate_object(
     policy: SharingPolicy,
     shared_names: tuple[str, ...] = (),
     placement: CapacityView | None = None,
+    *,
+    shape_checked: bool = False,
 ) -> MutationResult:
-    """Apply `policy` to the pod in `obj`; AdmissionDenied or ShapeError if it cannot be admitted."""
+    """Apply `policy` to the pod in `obj`; AdmissionDenied or ShapeError if it cannot be admitted.
+
+    `shape_checked`: the caller has already run check_pod_shape on `obj` (review() has).
+    """
     mutated = clone(obj)
     target = pod_target(mutated)
     assert target is not None, "callers pass objects that hold a pod"
-    check_pod_shape(target)
+    if not shape_checked:
+        check_pod_shape(target)
     needs = read_needs(target)
     opted_out = needs.opt_out and policy.sharing.allow_opt_out
     mode = "exclusive" if opted_out else policy.sharing.mode

@@ -7,6 +7,7 @@ message fit for a denial, never another exception.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from fractions import Fraction
@@ -40,6 +41,13 @@ def parse(value: object) -> Fraction:
     """The exact value of a quantity given as a string or a JSON number."""
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise QuantityError(f"{_show(value)} is not a quantity")
+    return _parse(value)
+
+
+# Pods repeat a few spellings ("1", "16Gi") across every review; Fractions are immutable, so
+# they can be shared. `typed` keeps 1 apart from 1.0 (their reprs differ); errors are not cached.
+@functools.lru_cache(maxsize=4096, typed=True)
+def _parse(value: str | int | float) -> Fraction:
     text = value if isinstance(value, str) else repr(value)
     if len(text) > MAX_TEXT:
         raise QuantityError(f"quantity {_show(value)} is too long")

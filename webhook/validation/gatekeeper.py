@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import jsonschema
@@ -74,7 +75,7 @@ class ConstraintTemplate:
     def sources(self) -> tuple[RegoSource, ...]:
         return (self.rego, *self.libs)
 
-    @property
+    @cached_property  # asked on every review
     def uses_inventory(self) -> bool:
         return any("inventory" in s.text for s in self.sources)
 

@@ -38,6 +38,7 @@ class ConstraintSet:
     def __init__(self, constraints: Iterable[Constraint]) -> None:
         self._index = MatchIndex(constraints, lambda c: c.match)
         self.parameters = ParameterTable(self._index.items)
+        self._reads_namespaces = any(c.match.namespace_selector is not None for c in self._index.items)
 
     @property
     def constraints(self) -> tuple[Constraint, ...]:
@@ -46,7 +47,7 @@ class ConstraintSet:
     @property
     def reads_namespaces(self) -> bool:
         """Whether matching needs namespace labels from data.inventory (a namespaceSelector)."""
-        return any(c.match.namespace_selector is not None for c in self._index.items)
+        return self._reads_namespaces
 
     def __len__(self) -> int:
         return len(self._index.items)

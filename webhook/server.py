@@ -28,6 +28,7 @@ from webhook.policy.loader import load_directory
 from webhook.tls import ReloadingContext, server_context
 
 log = logging.getLogger("webhook.server")
+YOUNG_COLLECTION_THRESHOLD = 10_000
 
 
 def serve(settings: Settings) -> None:
@@ -77,6 +78,10 @@ def create_app(settings: Settings) -> Starlette:
     # pauses otherwise show up in the tail latency.
     gc.collect()
     gc.freeze()
+    # A review decodes, copies and diffs a pod: a few thousand short-lived containers, freed by
+    # reference counting. At the default threshold (700) that still triggers several young
+    # collections per request; at 10,000 they are rare (about 5% more /mutate throughput, bench/).
+    gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, *gc.get_threshold()[1:])
     return app
 
 

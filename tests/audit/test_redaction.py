@@ -8,15 +8,20 @@ from __future__ import annotations
 
 import base64
 import copy
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.audit.logs import request
 from webhook.audit.chain import line_of, seal
-from webhook.audit.record import decision_record
+from webhook.audit.record import decision_record, json_safe
 from webhook.audit.redact import REDACTED
 from webhook.decision import Decision, Finding
 from webhook.types import KubeObject
@@ -185,3 +190,79 @@ def test_patch_paths_are_kept_but_not_values() -> None:
         {"op": "move", "path": "/a", "from": "/b"},
     ]
     assert CANARY not in orjson.dumps(record).decode()
+
+
+def _reference_json_safe(value: Any, scrub: Any, depth: int = 0) -> Any:
+    """json_safe as first written, without its exact-type fast path: the rendering must not change."""
+    if depth > 6:
+        return None
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): _reference_json_safe(v, scrub, depth + 1) for k, v in list(value.items())[:100]}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_reference_json_safe(v, scrub, depth + 1) for v in list(value)[:100]]
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        return round(value, 4)
+    if isinstance(value, str):
+        return scrub(value)
+    try:
+        return round(float(value), 4)
+    except (TypeError, ValueError):
+        return scrub(str(value))
+
+
+@dataclass(frozen=True)
+class _Figure:
+    name: str
+    amount: Fraction
+
+
+_quota_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.text(max_size=12)
+    | st.fractions(max_denominator=8)
+    | st.builds(_Figure, st.text(max_size=6), st.fractions(max_denominator=8)),
+    lambda children: (
+        st.lists(children, max_size=120)
+        | st.tuples(children, children)
+        | st.dictionaries(st.text(max_size=6) | st.integers(), children, max_size=5)
+    ),
+    max_leaves=150,
+)
+
+
+def _scrub(text: str) -> str:
+    return text.replace("a", "[redacted]")
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "a leaf"
+    for level in range(depth):
+        value = [value] if level % 2 else {"k": value}
+    return value
+
+
+# The bounds Hypothesis rarely reaches: long lists and maps, deep nesting.
+BOUNDS = [
+    ("long list", list(range(150))),
+    ("long map", {f"k{n}": n for n in range(150)}),
+    ("long tuple", tuple(range(150))),
+    ("deep", _nested(10)),
+    ("dataclass", _Figure("a", Fraction(1, 3))),
+]
+
+
+@pytest.mark.parametrize("value", [c[1] for c in BOUNDS], ids=[c[0] for c in BOUNDS])
+def test_json_safe_keeps_its_bounds(value: Any) -> None:
+    assert json_safe(value, _scrub) == _reference_json_safe(value, _scrub)
+
+
+@given(value=_quota_values)
+def test_json_safe_renders_as_the_general_walk_does(value: Any) -> None:
+    assert json_safe(value, _scrub) == _reference_json_safe(value, _scrub)

@@ -121,6 +121,21 @@ def json_safe(value: Any, scrub: Callable[[str], str], depth: int = 0) -> Any:
     """A bounded JSON rendering of whatever the quota engine reports; strings are scrubbed."""
     if depth > _JSON_DEPTH:
         return None
+    # The quota engine reports plain dicts, lists and scalars: settled by exact type first,
+    # since the general checks below (is_dataclass, ABC isinstance) cost several times more.
+    kind = type(value)
+    if kind is str:
+        return scrub(value)
+    if value is None or kind is bool or kind is int:
+        return value
+    if kind is dict:
+        return {str(k): json_safe(v, scrub, depth + 1) for k, v in list(value.items())[:_JSON_ITEMS]}
+    if kind is list:
+        return [json_safe(v, scrub, depth + 1) for v in value[:_JSON_ITEMS]]
+    return _any_json_safe(value, scrub, depth)
+
+
+def _any_json_safe(value: Any, scrub: Callable[[str], str], depth: int) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
     if isinstance(value, Mapping):

@@ -30,6 +30,7 @@ from webhook.errors import (
     RequestError,
     RequestTimeout,
     UnsupportedMediaType,
+    WouldBlock,
 )
 from webhook.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from webhook.service import Service
@@ -130,10 +131,13 @@ async def _evaluate(
     if remaining <= 0:
         return failure_decision(service.failure_mode, endpoint, "ran out of time", code=504)
     if not service.threaded(endpoint):
-        return _decide(service, admission, endpoint)
+        return _decide(service.review, admission, endpoint, service)
+    if service.review_now is not None:
+        with contextlib.suppress(WouldBlock):
+            return _decide(service.review_now, admission, endpoint, service)
     try:
         evaluation = asyncio.get_running_loop().run_in_executor(
-            service.executor, _decide, service, admission, endpoint
+            service.executor, _decide, service.review, admission, endpoint, service
         )
         return await asyncio.wait_for(evaluation, remaining)
     except TimeoutError:
@@ -164,10 +168,17 @@ def _check_content_type(request: Request) -> None:
         raise UnsupportedMediaType(f"content type must be {JSON}, got {media_type or 'none'!r}")
 
 
-def _decide(service: Service, admission: AdmissionRequest, endpoint: Endpoint) -> Decision:
+def _decide(
+    review: Callable[[AdmissionRequest, Endpoint], Decision],
+    admission: AdmissionRequest,
+    endpoint: Endpoint,
+    service: Service,
+) -> Decision:
     """Run the review; a bug must become the configured failure decision, never a 500."""
     try:
-        return service.review(admission, endpoint)
+        return review(admission, endpoint)
+    except WouldBlock:
+        raise
     except Exception:
         ref = uuid.uuid4().hex[:12]
         log.exception("review failed", extra={"ref": ref, "uid": admission["uid"], "endpoint": endpoint})

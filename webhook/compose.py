@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -47,7 +48,7 @@ def build_service(settings: Settings) -> Service:
         settings.quota_failure_mode,
     )
 
-    def run_review(request: AdmissionRequest, endpoint: Endpoint) -> Decision:
+    def run_review(request: AdmissionRequest, endpoint: Endpoint, *, may_block: bool = True) -> Decision:
         deps = ReviewDeps(
             policies=store.current,
             settings=review_settings,
@@ -56,6 +57,7 @@ def build_service(settings: Settings) -> Service:
             quota_unavailable=cluster.stale_reason(),
             gatekeeper_inventory=inventory,
             placement=capacity.view(time.time()) if capacity is not None else None,
+            may_block=may_block,
         )
         return review(request, endpoint, deps)
 
@@ -64,6 +66,8 @@ def build_service(settings: Settings) -> Service:
     executor = ThreadPoolExecutor(settings.review_threads, thread_name_prefix="review")
     service = Service(
         review=run_review,
+        # Strict quota calls the Kubernetes API from any review: never on the loop.
+        review_now=None if strict else functools.partial(run_review, may_block=False),
         readiness=_readiness(store, cluster, capacity),
         metrics=metrics,
         max_body_bytes=settings.max_body_bytes,

@@ -80,5 +80,9 @@ class PolicyError(WebhookError):
         super().__init__("\n".join(str(p) for p in problems))
 
 
+class WouldBlock(WebhookError):
+    """A review asked not to block reached work that may (Rego, a remote engine): run it on a thread."""
+
+
 class EvaluationError(WebhookError):
     """A policy failed while evaluating one request."""

@@ -65,6 +65,9 @@ class ReviewDeps:
     # data.inventory for Gatekeeper templates, in Gatekeeper's layout; read only when needed.
     gatekeeper_inventory: Callable[[], Mapping[str, Any]] | None = None
     placement: CapacityView | None = None  # spare GPU capacity, for policies with placement hints
+    # False: raise WouldBlock, before anything is reserved, rather than run Rego (the server
+    # tries reviews on its event loop first, and moves only those that need Rego to a thread).
+    may_block: bool = True
 
 
 @dataclass(frozen=True)
@@ -126,7 +129,9 @@ def validate(
     findings = _builtin(subject, deps, actions)
     if any(f.action == "deny" for f in findings):
         return decide(findings)
-    constraints = evaluate_constraints(request, deps.policies, deps.gatekeeper_inventory, actions)
+    constraints = evaluate_constraints(
+        request, deps.policies, deps.gatekeeper_inventory, actions, may_block=deps.may_block
+    )
     findings += constraints.findings
     if subject is None or any(f.action == "deny" for f in findings):
         decision = decide(findings)

@@ -43,6 +43,9 @@ class Service:
     # OPA waits on the network) and strict quota's calls to the Kubernetes API. Quick reviews
     # stay on the loop, where they cost less than the hop to a thread.
     threaded: Callable[[Endpoint], bool] = lambda _: False
+    # For a threaded endpoint: the same review, tried first on the loop; it raises WouldBlock,
+    # having reserved nothing, when it reaches slow work (most pods never do: prechecks).
+    review_now: Callable[[AdmissionRequest, Endpoint], Decision] | None = None
     executor: Executor | None = None  # where threaded reviews run; None: the loop's default
     body_timeout_seconds: float = 10.0
     max_inflight: int = 256

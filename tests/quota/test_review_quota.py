@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import orjson
@@ -10,6 +11,7 @@ import pytest
 from tests.support.reviews import make_review
 from webhook.admission import parse_review
 from webhook.config import FailureMode
+from webhook.errors import WouldBlock
 from webhook.inventory import Inventory, cache_from
 from webhook.policy.loader import compile_documents
 from webhook.policy.model import PolicySet
@@ -46,7 +48,7 @@ def _pod(name: str, gpus: str, namespace: str = "team") -> dict[str, Any]:
 
 def _deps(**overrides: Any) -> ReviewDeps:
     gate = LocalGate(cache_from(Inventory("test")))
-    return ReviewDeps(policies=_policies(), quota_gate=gate, **overrides)
+    return ReviewDeps(**{"policies": _policies(), "quota_gate": gate, **overrides})
 
 
 def _validate(
@@ -89,3 +91,37 @@ def test_a_stale_cache_follows_the_quota_failure_mode(mode: FailureMode, allowed
     assert "GPU quota cannot be checked: the cache is 90s behind" in text
     assert decision.code == (503 if not allowed else 200)
     assert _validate(deps, _pod("x", "1", namespace="free")).allowed  # no quota there: nothing to trust
+
+
+DENY_EVIL = """apiVersion: templates.gatekeeper.sh/v1
+kind: ConstraintTemplate
+metadata: {name: noevil}
+spec:
+  crd: {spec: {names: {kind: NoEvil}}}
+  targets:
+  - target: admission.k8s.gatekeeper.sh
+    rego: |
+      package noevil
+      violation[{"msg": "evil image"}] {
+        input.review.object.spec.containers[_].image == "evil"
+      }
+---
+apiVersion: constraints.gatekeeper.sh/v1beta1
+kind: NoEvil
+metadata: {name: no-evil}
+spec:
+  match: {kinds: [{apiGroups: [""], kinds: [Pod]}]}
+"""
+
+
+def test_a_review_that_may_not_block_stops_before_rego_and_reserves_nothing() -> None:
+    """The server's first try on its event loop: a template without a precheck needs Rego, so the
+    review stops there, and the retry on a thread finds the quota's room untouched."""
+    compiled, problems = compile_documents(parse_documents(QUOTA + "---\n" + DENY_EVIL, "p.yaml"))
+    assert not problems
+    deps = _deps(policies=compiled, may_block=False)
+    with pytest.raises(WouldBlock):
+        _validate(deps, _pod("a", "2"))
+    blocking = dataclasses.replace(deps, may_block=True)
+    assert _validate(blocking, _pod("another", "2")).allowed  # a's 2 GPUs were never reserved
+    assert not _validate(blocking, _pod("b", "1")).allowed

@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.fakeopa import FakeOpa, running
 from tests.validation import builders as b
-from webhook.errors import PolicyError
+from webhook.errors import PolicyError, WouldBlock
 from webhook.policy.engines import ConstraintSet, Engine
 from webhook.policy.engines.opa import OpaEngine, OpaSettings
 from webhook.policy.engines.regopy import RegoEngine
@@ -242,3 +242,20 @@ def test_malformed_metadata_is_still_judged(compile_engine: Factory, metadata: A
     constraints = ConstraintSet([b.load_constraint(repos(), *TEMPLATES)])
     (result,) = compile_engine(TEMPLATES).evaluate(request, constraints)
     assert [v.details["container"] for v in result.violations] == ["c0"]
+
+
+@pytest.mark.parametrize(
+    ("obj", "blocks"),
+    [(b.pod("p", "good/app"), True), (b.pod("p", "evil/x", namespace="kube-system"), False)],
+    ids=["needs rego", "nothing matches"],
+)
+def test_an_engine_that_may_not_block_answers_only_what_needs_no_rego(
+    compile_engine: Factory, obj: dict[str, Any], blocks: bool
+) -> None:
+    engine = compile_engine(TEMPLATES)
+    constraints = ConstraintSet([b.load_constraint(repos(), *TEMPLATES)])
+    if blocks:
+        with pytest.raises(WouldBlock):
+            engine.evaluate(b.request(obj), constraints, may_block=False)
+    else:
+        assert engine.evaluate(b.request(obj), constraints, may_block=False) == []

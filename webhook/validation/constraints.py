@@ -26,12 +26,17 @@ def evaluate_constraints(
     policies: PolicySet,
     inventory: Callable[[], Mapping[str, Any]] | None,
     actions: frozenset[EnforcementAction],
+    *,
+    may_block: bool = True,
 ) -> ConstraintOutcome:
+    """With `may_block` False, raise WouldBlock if any constraint needs its engine (Rego)."""
     constraints, engine = policies.constraints, policies.engine
     if not constraints or engine is None:
         return NOTHING
     wanted = constraints.reads_namespaces or any(t.uses_inventory for t in engine.templates.values())
-    results = engine.evaluate(request, constraints, inventory() if wanted and inventory else None)
+    results = engine.evaluate(
+        request, constraints, inventory() if wanted and inventory else None, may_block=may_block
+    )
     findings = [f for result in results for f in _findings(result) if f.action in actions]
     violated = sorted({r.constraint.name for r in results if r.violations or r.error})
     annotations = {"constraints-evaluated": str(len(results))}

@@ -24,9 +24,18 @@ class Engine(Protocol):
     def templates(self) -> Mapping[str, ConstraintTemplate]: ...
 
     def evaluate(
-        self, request: Mapping[str, Any], constraints: ConstraintSet, inventory: Inventory | None = None
+        self,
+        request: Mapping[str, Any],
+        constraints: ConstraintSet,
+        inventory: Inventory | None = None,
+        *,
+        may_block: bool = True,
     ) -> list[ConstraintResult]:
-        """Evaluate every applicable constraint; never raises for a policy's own failure."""
+        """Evaluate every applicable constraint; never raises for a policy's own failure.
+
+        With `may_block` False, raise WouldBlock rather than run Rego: only what matching and
+        prechecks settle is answered.
+        """
         ...
 
     def close(self) -> None: ...

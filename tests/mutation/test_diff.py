@@ -45,6 +45,17 @@ CASES = [
     ),
     ({"a": 1}, {"a": "1"}, [{"op": "replace", "path": "/a", "value": "1"}]),
     ({"a": True}, {"a": 1}, [{"op": "replace", "path": "/a", "value": 1}]),
+    # Equal in Python, not in JSON: nested and in lists too.
+    ({"x": {"a": 1}}, {"x": {"a": 1.0}}, [{"op": "replace", "path": "/x/a", "value": 1.0}]),
+    (
+        {"l": [1, {"b/c": 0}]},
+        {"l": [True, {"b/c": False}]},
+        [
+            {"op": "replace", "path": "/l/0", "value": True},
+            {"op": "replace", "path": "/l/1/b~1c", "value": False},
+        ],
+    ),
+    ({"d": {"e": []}}, {"d": {"e": {}}}, [{"op": "replace", "path": "/d/e", "value": {}}]),
 ]
 
 

@@ -5,56 +5,73 @@ jsonpatch.make_patch searches for moves across the whole document, which cost ab
 append to lists, so a structural walk gives the same minimal patch for them, and a
 correct (if longer) one for anything else: list items are compared by position, extra
 items appended, missing ones removed from the end.
+
+Operations are appended to one list as the walk goes, and a path is joined only for an
+operation: nested generators and a path string per visited node cost more than the walk.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from webhook.types import PatchOperation
 
 
 def diff(before: Any, after: Any) -> list[PatchOperation]:
-    return list(_diff(before, after, ""))
+    found: list[PatchOperation] = []
+    _diff(before, after, [], found)
+    return found
 
 
-def _diff(before: Any, after: Any, path: str) -> Iterator[PatchOperation]:
+def _diff(before: Any, after: Any, parts: list[str], found: list[PatchOperation]) -> None:
     if type(before) is type(after) and isinstance(before, dict):
-        yield from _diff_dicts(before, after, path)
+        _diff_dicts(before, after, parts, found)
     elif type(before) is type(after) and isinstance(before, list):
-        yield from _diff_lists(before, after, path)
+        _diff_lists(before, after, parts, found)
     elif before != after or type(before) is not type(after):
-        yield {"op": "replace", "path": path, "value": after}
+        found.append({"op": "replace", "path": _path(parts), "value": after})
 
 
-def _diff_dicts(before: dict[str, Any], after: dict[str, Any], path: str) -> Iterator[PatchOperation]:
+def _diff_dicts(
+    before: dict[str, Any], after: dict[str, Any], parts: list[str], found: list[PatchOperation]
+) -> None:
     for key in before:
         if key not in after:
-            yield {"op": "remove", "path": f"{path}/{escape(key)}"}
+            found.append({"op": "remove", "path": _path(parts, escape(key))})
     for key, value in after.items():
         if key not in before:
-            yield {"op": "add", "path": f"{path}/{escape(key)}", "value": value}
-        elif not _same_leaf(before[key], value):
-            yield from _diff(before[key], value, f"{path}/{escape(key)}")
+            found.append({"op": "add", "path": _path(parts, escape(key)), "value": value})
+        else:
+            _diff_child(before[key], value, key, parts, found)
 
 
-def _same_leaf(before: Any, after: Any) -> bool:
-    """Equal scalars, or one object twice: the common case, settled without building a path."""
-    if before is after:
-        return True
-    kind = type(after)
-    return type(before) is kind and kind is not dict and kind is not list and before == after
-
-
-def _diff_lists(before: list[Any], after: list[Any], path: str) -> Iterator[PatchOperation]:
+def _diff_lists(before: list[Any], after: list[Any], parts: list[str], found: list[PatchOperation]) -> None:
     common = min(len(before), len(after))
     for index in range(common):
-        yield from _diff(before[index], after[index], f"{path}/{index}")
+        _diff_child(before[index], after[index], index, parts, found)
     for index in range(common, len(after)):
-        yield {"op": "add", "path": f"{path}/{index}", "value": after[index]}
+        found.append({"op": "add", "path": _path(parts, str(index)), "value": after[index]})
     for index in range(len(before) - 1, common - 1, -1):
-        yield {"op": "remove", "path": f"{path}/{index}"}
+        found.append({"op": "remove", "path": _path(parts, str(index))})
+
+
+def _diff_child(before: Any, after: Any, key: object, parts: list[str], found: list[PatchOperation]) -> None:
+    """Equal scalars (the common case) are settled here, without a call or a path."""
+    if before is after:
+        return
+    kind = type(after)
+    if type(before) is kind and kind is not dict and kind is not list:
+        if before != after:
+            found.append({"op": "replace", "path": _path(parts, escape(key)), "value": after})
+        return
+    parts.append(escape(key))
+    _diff(before, after, parts, found)
+    parts.pop()
+
+
+def _path(parts: list[str], last: str | None = None) -> str:
+    joined = "".join("/" + part for part in parts)
+    return joined if last is None else f"{joined}/{last}"
 
 
 def escape(key: object) -> str:

@@ -1,4 +1,4 @@
-"""Prechecks for the templates of policies/security, one per template, each beside the Rego it models.
+"""Prechecks for the templates of policies/security, one per template, under a comment naming its rule.
 
 Each returns True only when its template's `violation` set is certainly empty for the pod
 and the parameters. They read the same parameters with the same defaults as the Rego, and
@@ -142,7 +142,7 @@ _PLAIN_COUNT = re.compile(r"0|[1-9][0-9]{0,14}")
 def max_per_pod(pod: PodCreate, parameters: Parameters) -> bool:
     resources = _strings(parameters, "resources", ["nvidia.com/gpu"])
     limit = parameters.get("max")
-    if resources is None or type(limit) is not int:
+    if resources is None or type(limit) is not int or abs(limit) >= 2**53:
         return False
     app, init = 0, 0
     for field, container in pod.containers:

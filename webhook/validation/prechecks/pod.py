@@ -21,11 +21,11 @@ def pod_create(review: Mapping[str, Any]) -> PodCreate | None:
     """The pod of a review that creates one, or None for anything else (updates, workloads, odd shapes).
 
     None sends every template to Rego, so this only accepts what the prechecks were written
-    for: the operation is a string other than UPDATE, there is no old object, and the object,
-    its spec and metadata, and each container list hold the JSON types Kubernetes gives them.
+    for: a CREATE (or gator's offline review, whose operation is ""), no old object, and an
+    object whose spec, metadata and container lists hold the JSON types Kubernetes gives them.
     """
     operation = review.get("operation")
-    if not isinstance(operation, str) or operation == "UPDATE" or review.get("oldObject") is not None:
+    if operation not in ("CREATE", "") or review.get("oldObject") is not None:
         return None
     obj = review.get("object")
     if not isinstance(obj, Mapping) or obj.get("kind") != "Pod":

@@ -162,12 +162,14 @@ def test_metrics_count_requests_by_endpoint_and_decision(server: ServerProcess) 
     assert "gpu_webhook_build_info{" in text
 
 
-def test_each_request_is_one_json_log_line_without_the_object(server: ServerProcess) -> None:
+def test_a_denial_is_one_json_log_line_without_the_object(server: ServerProcess) -> None:
+    """Allowed requests log at debug level (test_no_leaks.py runs a debug server): this one is denied."""
     pod = load_example("pod-gpu-training.yaml")
     pod["metadata"]["name"] = 'evil"\n{"level":"forged"}'
+    pod["spec"]["containers"][0]["securityContext"] = {"privileged": True}
     review = make_review(pod)
-    server.client().post_json("/mutate", review)
+    server.client().post_json("/validate", review)
     entry = server.wait_for_log(lambda e: e.get("uid") == review["request"]["uid"])
-    assert entry["msg"] == "admission" and entry["decision"] == "allowed"
+    assert entry["msg"] == "admission" and entry["decision"] == "denied" and entry["level"] == "info"
     assert entry["object_name"] == pod["metadata"]["name"]
     assert "registry.example.com" not in orjson.dumps(entry).decode()

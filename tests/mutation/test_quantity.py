@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import pytest
@@ -95,3 +96,25 @@ def test_any_text_is_a_quantity_or_a_quantity_error(text: str) -> None:
     except QuantityError as e:
         message = str(e)
         assert message
+
+
+_quantities = st.builds(
+    lambda sign, number, suffix: f"{sign}{number}{suffix}",
+    st.sampled_from(["", "-", "+"]),
+    st.one_of(st.integers(min_value=0, max_value=10**12).map(str), st.decimals(0, 10**6, places=3).map(str)),
+    st.sampled_from(["", "m", "k", "M", "G", "Ki", "Mi", "Gi", "Ti", "e3", "E-2", "n", "u"]),
+)
+
+
+@given(_quantities)
+def test_counts_and_sizes_are_the_exact_fraction_arithmetic(text: str) -> None:
+    """parse_count and parse_mib work on numerator and denominator; the result, or the error,
+    is what exact Fraction arithmetic gives."""
+    amount = quantity.parse(text)
+    expected_mib = math.ceil(amount / quantity.MiB) if amount > 0 else None
+    expected_count = int(amount) if amount >= 0 and amount.denominator == 1 else None
+    for parse, expected in ((quantity.parse_mib, expected_mib), (quantity.parse_count, expected_count)):
+        try:
+            assert parse(text, "x") == expected
+        except QuantityError:
+            assert expected is None

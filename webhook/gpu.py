@@ -78,6 +78,9 @@ def fitting_profile(model: str, memory_mib: int, cores_percent: int | None = Non
     return min(candidates, key=lambda p: (p.memory_gib, p.slices), default=None)
 
 
+_GPU_RESOURCES = frozenset({GPU, SHARED_GPU, HAMI_MEMORY, HAMI_MEMORY_PERCENT, HAMI_CORES})
+
+
 def largest_profile(model: str) -> MigProfile:
     return max(MIG_PROFILES[model], key=lambda p: (p.memory_gib, p.slices))
 
@@ -89,8 +92,4 @@ def parse_mig_resource(name: str) -> MigProfile | None:
 
 
 def is_gpu_resource(name: str, shared_names: Iterable[str] = ()) -> bool:
-    return (
-        name in (GPU, SHARED_GPU, HAMI_MEMORY, HAMI_MEMORY_PERCENT, HAMI_CORES)
-        or name.startswith(MIG_PREFIX)
-        or name in shared_names
-    )
+    return name in _GPU_RESOURCES or name.startswith(MIG_PREFIX) or name in shared_names

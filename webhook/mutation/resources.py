@@ -75,6 +75,12 @@ def drop(container: dict[str, Any], name: str) -> bool:
 
 
 def uses_gpu(container: dict[str, Any], shared_names: tuple[str, ...] = ()) -> bool:
-    return any(
-        gpu.is_gpu_resource(name, shared_names) for values in sections(container).values() for name in values
-    )
+    # Every mutator asks this of every container, twice per review: no dict of sections here.
+    resources = container.get("resources")
+    if not isinstance(resources, dict):
+        return False
+    for section in SECTIONS:
+        values = resources.get(section)
+        if isinstance(values, dict) and any(gpu.is_gpu_resource(name, shared_names) for name in values):
+            return True
+    return False

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -10,11 +10,12 @@ import pytest
 from tests.support.fakeopa import FakeOpa, running
 from tests.validation import builders as b
 from webhook.errors import PolicyError, WouldBlock
-from webhook.policy.engines import ConstraintSet, Engine
+from webhook.policy.engines import ConstraintSet, Engine, plan
 from webhook.policy.engines.opa import OpaEngine, OpaSettings
 from webhook.policy.engines.regopy import RegoEngine
 from webhook.validation.gatekeeper import ConstraintTemplate, Where, parse_template
 from webhook.validation.gatekeeper_input import inventory_of
+from webhook.validation.prechecks import PodCreate, Precheck
 from webhook.validation.results import ConstraintResult
 
 Factory = Callable[[Sequence[ConstraintTemplate]], Engine]
@@ -259,3 +260,22 @@ def test_an_engine_that_may_not_block_answers_only_what_needs_no_rego(
             engine.evaluate(b.request(obj), constraints, may_block=False)
     else:
         assert engine.evaluate(b.request(obj), constraints, may_block=False) == []
+
+
+def _broken_precheck(pod: PodCreate, parameters: Mapping[str, Any]) -> bool:
+    raise KeyError("a bug in a precheck")
+
+
+@pytest.mark.parametrize(
+    ("precheck", "to_rego"),
+    [(lambda pod, parameters: True, False), (lambda pod, parameters: False, True), (_broken_precheck, True)],
+    ids=["clears", "unsure", "raises"],
+)
+def test_a_precheck_settles_a_constraint_only_by_saying_clean(precheck: Precheck, to_rego: bool) -> None:
+    constraint = b.load_constraint(repos(), *TEMPLATES)
+    request = {**b.request(b.pod("p", "good/app")), "oldObject": None}
+    work = plan(
+        request, ConstraintSet([constraint]), None, {t.kind: t for t in TEMPLATES}, {REPOS.kind: precheck}
+    )
+    assert (work.by_kind == {REPOS.kind: [constraint]}) is to_rego
+    assert work.decided == ([] if to_rego else [ConstraintResult(constraint)])

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from webhook.match import LabelSelector, Match, SelectorError, check_glob
+from webhook.match import LabelSelector, Match, SelectorError, check_glob, glob_matches
 
 SELECTORS: list[tuple[dict[str, Any], dict[str, str], bool]] = [
     ({}, {}, True),
@@ -77,3 +80,12 @@ MATCHES = [
 @pytest.mark.parametrize(("match", "namespace", "expected"), MATCHES)
 def test_match_predicates(match: Match, namespace: str, expected: bool) -> None:
     assert match.matches(namespace, {"gpu": "shared"}, {"app": "trainer"}) is expected
+
+
+_glob_text = st.text(alphabet="ab-*?[]!.", max_size=6)
+
+
+@given(patterns=st.lists(_glob_text, max_size=3), value=st.text(alphabet="ab-.[]*?", max_size=6))
+def test_glob_matches_is_fnmatchcase_over_the_patterns(patterns: list[str], value: str) -> None:
+    """Plain names are compared directly, without fnmatch: the answer must be fnmatch's."""
+    assert glob_matches(patterns, value) == any(fnmatchcase(value, p) for p in patterns)

@@ -130,6 +130,16 @@ def _await_ready(server: Server) -> None:
     raise RuntimeError("server never became ready")
 
 
+def _await_workers(server: Server, workers: int) -> None:
+    """Every worker listening: connections opened while only the first is would all stay with it
+    (the load generator, like kube-apiserver, keeps them open)."""
+    deadline = time.monotonic() + 600
+    while server.log.read_text().count("Application startup complete.") < workers:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"fewer than {workers} workers started")
+        time.sleep(0.05)
+
+
 def _measure(
     server: Server, scenario_endpoint: str, body: bytes, seconds: float, connections: int
 ) -> loadgen.Load:
@@ -171,6 +181,7 @@ def run_scenario(
     server = Server(command, workdir / f"{scenario.name}.log")
     _await_ready(server)
     ready = time.perf_counter() - server.started
+    _await_workers(server, scenario.workers)
     try:
         load = _measure(server, scenario.endpoint, scenario.body, seconds, connections)
         rss = server.max_rss_mb()

@@ -15,7 +15,6 @@ from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
-from uvicorn.supervisors import Multiprocess
 
 from webhook import certs
 from webhook.app import build_app
@@ -26,6 +25,7 @@ from webhook.errors import CertError
 from webhook.logs import configure, logging_config
 from webhook.policy.loader import load_directory
 from webhook.tls import ReloadingContext, server_context
+from webhook.workers import Workers, reuseport_sockets
 
 log = logging.getLogger("webhook.server")
 YOUNG_COLLECTION_THRESHOLD = 10_000
@@ -56,7 +56,7 @@ def serve(settings: Settings) -> None:
         extra={"url": f"https://{settings.host}:{settings.port}", "workers": settings.workers},
     )
     if settings.workers > 1:
-        Multiprocess(config, sockets=[config.bind_socket()]).run()
+        Workers(config, reuseport_sockets(settings.host, settings.port, settings.workers)).run()
     else:
         uvicorn.Server(config).run()
 

@@ -1,0 +1,101 @@
+"""`--workers N`: each worker accepts on its own socket, a worker that dies is replaced, SIGTERM stops all."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+from pathlib import Path
+
+from tests.conftest import BUNDLED_POLICIES
+from tests.support.apiserver import check_reply
+from tests.support.reviews import load_example, make_review
+from tests.support.server import ServerProcess, start_server
+from webhook.workers import reuseport_sockets
+
+_STARTED = re.compile(r"Started server process \[(\d+)\]")
+
+
+def _workers(cert_dir: Path, count: int) -> tuple[ServerProcess, list[int]]:
+    server = start_server(
+        ["--cert-dir", str(cert_dir), "--policies", str(BUNDLED_POLICIES), "--workers", str(count)],
+        ca_file=cert_dir / "ca.crt",
+    )
+    return server, _await_started(server, count)
+
+
+def _await_started(server: ServerProcess, count: int) -> list[int]:
+    """The pids of `count` more workers, once each has completed its start-up."""
+    pids: list[int] = []
+    complete = 0
+    while len(pids) < count or complete < count:
+        entry = server.wait_for_log(
+            lambda e: (
+                bool(_STARTED.match(e.get("msg", ""))) or e.get("msg") == "Application startup complete."
+            ),
+            timeout=30,
+        )
+        started = _STARTED.match(entry["msg"])
+        if started:
+            pids.append(int(started.group(1)))
+        else:
+            complete += 1
+    return pids
+
+
+def _answers(server: ServerProcess, requests: int) -> None:
+    for _ in range(requests):
+        review = make_review(load_example("pod-gpu-training.yaml"))
+        check_reply(review, server.client().post_json("/validate", review), "validate")
+
+
+def test_the_sockets_share_one_port() -> None:
+    sockets = reuseport_sockets("127.0.0.1", 0, 3)
+    try:
+        ports = {s.getsockname()[1] for s in sockets}
+        assert len(sockets) == 3 and len(ports) == 1 and ports != {0}
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def test_a_worker_that_dies_is_replaced_and_sigterm_stops_them_all(cert_dir: Path) -> None:
+    server, pids = _workers(cert_dir, 2)
+    try:
+        _answers(server, 5)
+        os.kill(pids[0], signal.SIGKILL)
+        [replacement] = _await_started(server, 1)
+        assert replacement not in pids
+        _answers(server, 20)  # connections hash over both sockets: the new worker takes its share
+    finally:
+        assert server.stop(signal.SIGTERM) == 0
+    for pid in pids[1:]:
+        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+
+
+def _listening_inodes(port: int) -> set[str]:
+    """Inodes of the sockets listening on `port`, from the kernel's table (state 0A is LISTEN)."""
+    found = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[1].endswith(f":{port:04X}") and fields[3] == "0A":
+            found.add(fields[9])
+    return found
+
+
+def _socket_inodes(pid: int) -> set[str]:
+    links = (os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir())
+    return {link[len("socket:[") : -1] for link in links if link.startswith("socket:[")}
+
+
+def test_each_worker_listens_on_its_own_socket(cert_dir: Path) -> None:
+    """With one shared socket, a burst of connections (kube-apiserver opening its pool) can all
+    land on the worker that wakes first, and stay there; a socket each lets the kernel spread them."""
+    server, pids = _workers(cert_dir, 2)
+    try:
+        listening = _listening_inodes(server.port)
+        owned = [_socket_inodes(pid) & listening for pid in pids]
+        assert len(listening) == 2
+        assert all(len(inodes) == 1 for inodes in owned) and owned[0] != owned[1]
+    finally:
+        server.stop_gracefully()

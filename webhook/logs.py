@@ -54,7 +54,7 @@ def configure(level: str) -> None:
 
     logging.config.dictConfig(logging_config(level))
     # Fields JsonFormatter never writes: skipping them saves a stack walk and three lookups per
-    # record (the logging HOWTO's "Optimization"), on a path that logs every admission.
+    # record (the logging HOWTO's "Optimization") on the admission path.
     logging._srcfile = None
     logging.logThreads = False
     logging.logProcesses = False

@@ -20,20 +20,37 @@ import uvicorn
 from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors.multiprocess import Process
 
+from webhook.errors import ConfigError
+
 log = logging.getLogger("webhook.server")
 
 
 def reuseport_sockets(host: str, port: int, count: int) -> list[socket.socket]:
-    """`count` sockets bound to one port; with port 0, the first one picks it."""
-    sockets: list[socket.socket] = []
-    for _ in range(count):
-        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        sock.bind((host, sockets[0].getsockname()[1] if sockets else port))
-        sock.set_inheritable(True)
-        sockets.append(sock)
+    """`count` sockets bound to one port (with port 0, a free one); ConfigError if it is taken.
+
+    A plain socket binds first: SO_REUSEPORT would otherwise let a second server on this
+    machine share the port with us, each answering a share of the connections.
+    """
+    try:
+        with _socket(host) as probe:
+            probe.bind((host, port))
+            port = probe.getsockname()[1]
+        sockets = []
+        for _ in range(count):
+            sock = _socket(host)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind((host, port))
+            sock.set_inheritable(True)
+            sockets.append(sock)
+    except OSError as e:
+        raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}") from e
     return sockets
+
+
+def _socket(host: str) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    return sock
 
 
 class Workers:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 from pathlib import Path
 
 from tests.conftest import BUNDLED_POLICIES
 from tests.support.apiserver import check_reply
+from tests.support.cli import gpu_webhook
 from tests.support.reviews import load_example, make_review
 from tests.support.server import ServerProcess, start_server
 from webhook.workers import reuseport_sockets
@@ -99,3 +101,25 @@ def test_each_worker_listens_on_its_own_socket(cert_dir: Path) -> None:
         assert all(len(inodes) == 1 for inodes in owned) and owned[0] != owned[1]
     finally:
         server.stop_gracefully()
+
+
+def test_a_port_in_use_is_a_clear_error(cert_dir: Path) -> None:
+    """Without the check, SO_REUSEPORT would let the workers share the port with whoever holds it."""
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)  # as another multi-worker server's
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = gpu_webhook(
+            "serve",
+            "--cert-dir",
+            str(cert_dir),
+            "--policies",
+            str(BUNDLED_POLICIES),
+            "--workers",
+            "2",
+            "--port",
+            str(port),
+        )
+    assert result.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr and "Traceback" not in result.stderr

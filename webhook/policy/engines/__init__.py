@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from webhook.errors import WouldBlock
 from webhook.policy.engines.layout import ParameterTable
 from webhook.validation.constraint_match import MatchIndex, NamespaceUnknown
 from webhook.validation.gatekeeper import Constraint, ConstraintTemplate
@@ -103,8 +104,13 @@ def plan(
     inventory: Inventory | None,
     templates: Mapping[str, ConstraintTemplate],
     prechecks: Mapping[str, Precheck] | None = None,
+    *,
+    may_block: bool = True,
 ) -> Plan:
-    """`prechecks` (kind to precheck) clear constraints that certainly find nothing, without Rego."""
+    """`prechecks` (kind to precheck) clear constraints that certainly find nothing, without Rego.
+
+    With `may_block` False, raise WouldBlock if any constraint is left for the engine.
+    """
     review = review_of_request(request)
     matched, decided = constraints.applicable(review, inventory)
     pod = pod_create(review) if prechecks and any(c.kind in prechecks for c in matched) else None
@@ -116,6 +122,8 @@ def plan(
             decided.append(ConstraintResult(constraint))
         else:
             by_kind.setdefault(constraint.kind, []).append(constraint)
+    if by_kind and not may_block:
+        raise WouldBlock(f"Rego evaluation of {', '.join(sorted(by_kind))}")
     needs_inventory = any(templates[kind].uses_inventory for kind in by_kind)
     return Plan(review, by_kind, decided, (inventory or {}) if needs_inventory else None)
 

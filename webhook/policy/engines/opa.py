@@ -19,7 +19,7 @@ import requests
 from opa_client import OpaClient
 from opa_client.errors import RegoParseError
 
-from webhook.errors import ConfigError, PolicyError, PolicyProblem, WouldBlock
+from webhook.errors import ConfigError, PolicyError, PolicyProblem
 from webhook.policy.engines import ConstraintSet, Plan, plan
 from webhook.policy.engines.layout import (
     COMPAT,
@@ -149,11 +149,9 @@ class OpaEngine:
         *,
         may_block: bool = True,
     ) -> list[ConstraintResult]:
-        work = plan(request, constraints, inventory, self.templates, self._prechecks)
+        work = plan(request, constraints, inventory, self.templates, self._prechecks, may_block=may_block)
         if not work.by_kind:
             return work.decided
-        if not may_block:
-            raise WouldBlock(f"a query to OPA at {self.settings.url}")
         try:
             table = self._sync_parameters(constraints)
             value = self._query(input_document(work.review, table.keys(work.constraints), work.inventory))

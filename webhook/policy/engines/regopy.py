@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from regopy import Interpreter, LogLevel, RegoError, rego_shared
 
-from webhook.errors import PolicyError, PolicyProblem, WouldBlock
+from webhook.errors import PolicyError, PolicyProblem
 from webhook.policy.engines import ConstraintSet, Plan, plan
 from webhook.policy.engines.layout import (
     COMPAT,
@@ -151,11 +151,9 @@ class RegoEngine:
         *,
         may_block: bool = True,
     ) -> list[ConstraintResult]:
-        work = plan(request, constraints, inventory, self.templates, self._prechecks)
+        work = plan(request, constraints, inventory, self.templates, self._prechecks, may_block=may_block)
         if not work.by_kind:
             return work.decided
-        if not may_block:
-            raise WouldBlock("Rego evaluation")
         table = constraints.parameters
         asked = [c for c in work.constraints if c.kind not in self._fixed]  # fixed ones are in their bundles
         self._set_input(input_document(work.review, table.parameters(asked), work.inventory))

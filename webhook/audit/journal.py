@@ -312,7 +312,11 @@ class Journal:
         try:
             self._fsync(fd)
         except OSError as e:
-            raise AuditWriteError(f"cannot flush the audit log {self.path}: {e.strerror or e}") from e
+            raise self.flush_error(e) from e
+
+    def flush_error(self, error: OSError) -> AuditWriteError:
+        """What a failed fsync of this log reports, wherever the fsync ran."""
+        return AuditWriteError(f"cannot flush the audit log {self.path}: {error.strerror or error}")
 
     def _copy(self, lines: list[bytes]) -> None:
         if self.options.copy_fd is None:

@@ -12,6 +12,7 @@ from webhook.audit.journal import Journal, JournalOptions
 from webhook.audit.metrics import AuditMetrics
 from webhook.audit.recorder import AuditRecorder, default_instance
 from webhook.audit.signing import SigningKey
+from webhook.audit.syncer import FsyncHelper
 from webhook.audit.writer import AuditWriter
 from webhook.config import Settings
 
@@ -22,7 +23,7 @@ def build_recorder(
     if settings.audit_log is None:
         return None
     metrics = AuditMetrics(registry)
-    writer = AuditWriter(build_journal(settings), on_batch=metrics.batch.observe)
+    writer = AuditWriter(build_journal(settings), on_batch=metrics.batch.observe, syncer=FsyncHelper())
     recorder = AuditRecorder(
         writer,
         policy_version=policy_version,

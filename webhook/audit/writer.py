@@ -9,9 +9,10 @@ in its own thread (a background scan) may call `writer.journal.append([...])`.
 
 A batch is sealed and written on the event loop itself when the journal's lock is free:
 in a thread, every blocking call (stat, write, flock) would give up the GIL and wait for
-the busy loop to hand it back. In batch mode only the fsync runs in the writer thread,
-after the lock is released: one hand-off per batch. `always` mode, a lock held elsewhere,
-a torn line or a rotation (which flush under the lock) run the whole append in the thread.
+the busy loop to hand it back. In batch mode only the fsync is handed off, after the lock
+is released: to the fsync helper process when there is one (syncer.py), else to the writer
+thread. `always` mode, a lock held elsewhere, a torn line or a rotation (which flush under
+the lock) run the whole append in the thread.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from webhook.audit.chain import Record
-from webhook.audit.journal import AuditWriteError, Journal
+from webhook.audit.journal import AuditWriteError, Journal, Written
+from webhook.audit.syncer import FsyncHelper, SyncerGone
 
 MAX_BATCH = 1024
 DEFAULT_TIMEOUT_SECONDS = 5.0
@@ -36,8 +38,10 @@ class AuditWriter:
         *,
         timeout: float = DEFAULT_TIMEOUT_SECONDS,
         on_batch: Callable[[int], None] | None = None,
+        syncer: FsyncHelper | None = None,
     ) -> None:
         self.journal = journal
+        self._syncer = syncer if journal.options.fsync == "batch" else None
         self._timeout = timeout
         self._on_batch = on_batch
         self._pending: list[Pending] = []
@@ -46,6 +50,8 @@ class AuditWriter:
 
     async def start(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self._executor, self.journal.open)
+        if self._syncer is not None:
+            self._syncer.start()
 
     async def append(self, entry: Mapping[str, Any]) -> Record:
         """Return the sealed record once it is in the log; raise AuditWriteError if it cannot be."""
@@ -70,6 +76,8 @@ class AuditWriter:
         finally:
             await loop.run_in_executor(self._executor, self.journal.close)
             self._executor.shutdown(wait=True)
+            if self._syncer is not None:
+                await self._syncer.close()
 
     async def _flush(self) -> None:
         while self._pending:
@@ -93,11 +101,22 @@ class AuditWriter:
         if not written.needs_flush:  # never mode
             return journal.settle(written)
         try:
-            await loop.run_in_executor(self._executor, journal.flush, written)
+            await self._flush_batch(written)
         except BaseException:
             await loop.run_in_executor(self._executor, journal.take_back, written)
             raise
         return journal.settle(written)
+
+    async def _flush_batch(self, written: Written) -> None:
+        if self._syncer is not None:
+            try:
+                await self._syncer.fsync(written.fd)
+                return
+            except SyncerGone:
+                pass  # logged by the syncer; fsync is idempotent, so the thread simply does it
+            except OSError as e:
+                raise self.journal.flush_error(e) from e
+        await asyncio.get_running_loop().run_in_executor(self._executor, self.journal.flush, written)
 
 
 def _settle(

@@ -29,6 +29,7 @@ _DECIMAL = {
 }
 MAX_TEXT = 64
 MAX_EXPONENT = 30
+_PLAIN_DIGITS = 18  # int() of up to 18 ASCII digits is exact and well inside MAX_TEXT
 MiB = 2**20
 
 
@@ -66,6 +67,8 @@ def _parse(value: str | int | float) -> Fraction:
 
 def parse_count(value: object, what: str) -> int:
     """A whole, non-negative device count, as extended resources require."""
+    if type(value) is str and len(value) <= _PLAIN_DIGITS and value.isascii() and value.isdigit():
+        return int(value)  # how counts are nearly always written ("1", "8"): no regex, no Fraction
     amount = _parse_named(value, what)
     # Integer arithmetic on the parts (a Fraction's denominator is always positive): exact, and
     # several times cheaper than Fraction comparisons and division on this per-container path.

@@ -118,3 +118,18 @@ def test_counts_and_sizes_are_the_exact_fraction_arithmetic(text: str) -> None:
             assert parse(text, "x") == expected
         except QuantityError:
             assert expected is None
+
+
+@given(st.one_of(_quantities, st.text(alphabet="0123456789 +-.e\u0663\u00b2\uff11", max_size=24)))
+def test_plain_digit_counts_agree_with_the_parser(text: str) -> None:
+    """parse_count reads plain ASCII digits without the parser; any text gets the parser's answer
+    (Arabic-Indic, superscript and full-width digits included)."""
+    try:
+        amount = quantity.parse(text)
+    except QuantityError:
+        amount = None
+    expected = int(amount) if amount is not None and amount >= 0 and amount.denominator == 1 else None
+    try:
+        assert quantity.parse_count(text, "x") == expected
+    except QuantityError:
+        assert expected is None

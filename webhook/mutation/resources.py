@@ -29,11 +29,19 @@ def sections(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def whole_gpus(container: dict[str, Any], where: str) -> WholeGpus | None:
     """The nvidia.com/gpu count, or None when the container asks for none."""
-    found = {name: values[gpu.GPU] for name, values in sections(container).items() if gpu.GPU in values}
-    if not found:
+    # Asked of every container in every mutation round: no intermediate dicts, and `where`
+    # is only formatted into an error.
+    resources = container.get("resources")
+    if not isinstance(resources, dict):
         return None
-    counts = {name: _count(value, where) for name, value in found.items()}
-    if len(set(counts.values())) > 1:
+    counts: dict[str, int] = {}
+    for section in SECTIONS:
+        values = resources.get(section)
+        if isinstance(values, dict) and gpu.GPU in values:
+            counts[section] = _count(values[gpu.GPU], where)
+    if not counts:
+        return None
+    if len(counts) > 1 and counts["limits"] != counts["requests"]:
         raise AdmissionDenied(
             f"{where}: {gpu.GPU} request ({counts['requests']}) must equal its limit ({counts['limits']})"
         )
@@ -43,9 +51,9 @@ def whole_gpus(container: dict[str, Any], where: str) -> WholeGpus | None:
 
 def _count(value: object, where: str) -> int:
     try:
-        return quantity.parse_count(value, f"{where}: {gpu.GPU}")
+        return quantity.parse_count(value, gpu.GPU)
     except quantity.QuantityError as e:
-        raise AdmissionDenied(str(e)) from e
+        raise AdmissionDenied(f"{where}: {e}") from e
 
 
 def put(container: dict[str, Any], name: str, value: str, where: tuple[str, ...]) -> bool:

@@ -21,72 +21,75 @@ class ShapeError(ValueError):
 
 
 def check_pod_shape(target: PodTarget) -> None:
+    # Runs on every GPU review: a field's name is only formatted into an error, never before.
     pod = target.pod
-    metadata = _optional(pod, "metadata", dict, "metadata")
+    metadata = _optional(pod, "metadata", dict)
     if metadata:
         for key in ("name", "namespace", "generateName"):
-            _optional(metadata, key, str, f"metadata.{key}")
+            _optional(metadata, key, str, "metadata.")
         for key in ("labels", "annotations"):
-            _string_map(metadata.get(key), f"metadata.{key}")
-    spec = _optional(pod, "spec", dict, "spec")
+            _string_map(metadata, key, "metadata.")
+    spec = _optional(pod, "spec", dict)
     if not spec:
         return
     for key in _SPEC_STRINGS:
-        _optional(spec, key, str, f"spec.{key}")
-    _optional(spec, "terminationGracePeriodSeconds", int, "spec.terminationGracePeriodSeconds")
+        _optional(spec, key, str, "spec.")
+    _optional(spec, "terminationGracePeriodSeconds", int, "spec.")
     for key in _SPEC_LISTS:
-        _list_of_maps(spec.get(key), f"spec.{key}")
+        _list_of_maps(spec, key, "spec.")
     for list_name in CONTAINER_LISTS:
-        for index, container in enumerate(_list_of_maps(spec.get(list_name), f"spec.{list_name}")):
-            _container(container, f"spec.{list_name}[{index}]")
+        for index, container in enumerate(_list_of_maps(spec, list_name, "spec.")):
+            _container(container, f"spec.{list_name}[{index}].")
     _affinity(spec.get("affinity"))
 
 
-def _container(container: dict[str, Any], where: str) -> None:
-    _optional(container, "name", str, f"{where}.name")
-    resources = _optional(container, "resources", dict, f"{where}.resources") or {}
+def _container(container: dict[str, Any], prefix: str) -> None:
+    _optional(container, "name", str, prefix)
+    resources = _optional(container, "resources", dict, prefix) or {}
     for section in ("limits", "requests"):
-        _optional(resources, section, dict, f"{where}.resources.{section}")
+        _optional(resources, section, dict, f"{prefix}resources.")
     for key in _CONTAINER_LISTS:
-        _list_of_maps(container.get(key), f"{where}.{key}")
+        _list_of_maps(container, key, prefix)
 
 
 def _affinity(affinity: Any) -> None:
     if affinity is None:
         return
     _require(isinstance(affinity, dict), "spec.affinity must be an object")
-    node = _optional(affinity, "nodeAffinity", dict, "spec.affinity.nodeAffinity") or {}
+    node = _optional(affinity, "nodeAffinity", dict, "spec.affinity.") or {}
     required_key = "requiredDuringSchedulingIgnoredDuringExecution"
-    required = _optional(node, required_key, dict, f"spec.affinity.nodeAffinity.{required_key}") or {}
-    for index, term in enumerate(_list_of_maps(required.get("nodeSelectorTerms"), "nodeSelectorTerms")):
-        _list_of_maps(term.get("matchExpressions"), f"nodeSelectorTerms[{index}].matchExpressions")
+    required = _optional(node, required_key, dict, "spec.affinity.nodeAffinity.") or {}
+    for index, term in enumerate(_list_of_maps(required, "nodeSelectorTerms")):
+        _list_of_maps(term, "matchExpressions", f"nodeSelectorTerms[{index}].")
     preferred_key = "preferredDuringSchedulingIgnoredDuringExecution"
-    for index, item in enumerate(_list_of_maps(node.get(preferred_key), preferred_key)):
-        _optional(item, "preference", dict, f"{preferred_key}[{index}].preference")
+    for index, item in enumerate(_list_of_maps(node, preferred_key)):
+        _optional(item, "preference", dict, f"{preferred_key}[{index}].")
 
 
-def _optional(parent: dict[str, Any], key: str, kind: type, where: str) -> Any:
+def _optional(parent: dict[str, Any], key: str, kind: type, prefix: str = "") -> Any:
     value = parent.get(key)
-    ok = value is None or (isinstance(value, kind) and not (kind is int and isinstance(value, bool)))
-    _require(ok, f"{where} must be {_NAMES[kind]}")
-    return value
+    if value is None or type(value) is kind:
+        return value
+    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+        return value
+    raise ShapeError(f"{prefix}{key} must be {_NAMES[kind]}")
 
 
-def _list_of_maps(value: Any, where: str) -> list[dict[str, Any]]:
+def _list_of_maps(parent: dict[str, Any], key: str, prefix: str = "") -> list[dict[str, Any]]:
+    value = parent.get(key)
     if value is None:
         return []
-    _require(
-        isinstance(value, list) and all(isinstance(v, dict) for v in value),
-        f"{where} must be a list of objects",
-    )
+    if not (isinstance(value, list) and all(isinstance(v, dict) for v in value)):
+        raise ShapeError(f"{prefix}{key} must be a list of objects")
     return list(value)
 
 
-def _string_map(value: Any, where: str) -> None:
+def _string_map(parent: dict[str, Any], key: str, prefix: str) -> None:
+    value = parent.get(key)
     if value is None:
         return
-    ok = isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
-    _require(ok, f"{where} must map strings to strings")
+    if not (isinstance(value, dict) and all(isinstance(v, str) for v in value.values())):
+        raise ShapeError(f"{prefix}{key} must map strings to strings")
 
 
 def _require(condition: bool, message: str) -> None:

@@ -8,6 +8,7 @@ import errno
 import os
 import signal
 import socket
+import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
@@ -124,6 +125,27 @@ def test_the_helper_ignores_sigterm_and_exits_when_closed(tmp_path: Path) -> Non
             await syncer.fsync(0)
 
     run(scenario)
+
+
+def test_a_helper_that_cannot_start_leaves_the_fsyncs_to_the_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server still starts and records; only the hand-off is the slower one."""
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-such-python"))
+    log = tmp_path / "audit.log"
+    thread_fsyncs: list[int] = []
+
+    async def scenario() -> None:
+        syncer = FsyncHelper()
+        writer = writer_with(log, syncer, thread_fsyncs)
+        await writer.start()
+        assert syncer.pid is None
+        assert (await writer.append(entry("recorded")))["seq"] == 1
+        await writer.close()
+
+    run(scenario)
+    assert len(thread_fsyncs) == 1
+    assert [r["uid"] for r in records(log)] == ["recorded"]
 
 
 class FailingHelper(FsyncHelper):

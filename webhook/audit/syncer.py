@@ -41,16 +41,22 @@ class FsyncHelper:
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
 
     def start(self) -> None:
-        """Start the helper; call on the event loop that will await `fsync`."""
+        """Start the helper; call on the event loop that will await `fsync`. A helper that cannot
+        start is logged, not raised: the writer thread does the fsyncs then."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with theirs:
-            self._process = subprocess.Popen(
-                [sys.executable, "-m", "webhook.audit.fsyncd", str(theirs.fileno())],
-                pass_fds=(theirs.fileno(),),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,  # never writes; stderr stays, for a crash
-                env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
-            )
+            try:
+                self._process = subprocess.Popen(
+                    [sys.executable, "-m", "webhook.audit.fsyncd", str(theirs.fileno())],
+                    pass_fds=(theirs.fileno(),),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,  # never writes; stderr stays, for a crash
+                    env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+                )
+            except OSError as e:
+                ours.close()
+                log.error("audit fsync helper cannot start; fsync runs in a thread", extra={"error": str(e)})
+                return
         ours.setblocking(False)
         self._socket = ours
         asyncio.get_running_loop().add_reader(ours.fileno(), self._on_answers)

@@ -66,7 +66,7 @@ class FsyncHelper:
         return self._process.pid if self._process is not None else None
 
     async def fsync(self, fd: int) -> None:
-        """Return once `fd` is fsynced; OSError if the fsync failed; SyncerGone if the helper is."""
+        """Return once `fd` is fsynced. OSError: the fsync failed. SyncerGone: there is no helper."""
         if self._socket is None:
             raise SyncerGone("the fsync helper is not running")
         waiter = asyncio.get_running_loop().create_future()
@@ -91,8 +91,7 @@ class FsyncHelper:
             await asyncio.get_running_loop().run_in_executor(None, process.wait)
 
     def _on_answers(self) -> None:
-        assert self._socket is not None
-        while True:
+        while self._socket is not None:  # _settle may give up on the helper
             try:
                 answer = self._socket.recv(1)
             except BlockingIOError:
@@ -110,7 +109,7 @@ class FsyncHelper:
             self._gone("the fsync helper answered a request it was not sent")
             return
         waiter = self._waiters.popleft()
-        if waiter.done():  # its caller timed out
+        if waiter.done():  # its caller was cancelled (the server is stopping)
             return
         if error:
             waiter.set_exception(OSError(error, os.strerror(error)))

@@ -21,7 +21,7 @@ class ShapeError(ValueError):
 
 
 def check_pod_shape(target: PodTarget) -> None:
-    # Runs on every GPU review: a field's name is only formatted into an error, never before.
+    # Runs on every GPU review: a field's full path is formatted only for an error.
     pod = target.pod
     metadata = _optional(pod, "metadata", dict)
     if metadata:

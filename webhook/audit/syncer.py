@@ -3,7 +3,7 @@
 In batch mode a group commit is written on the event loop and then fsynced. In a thread,
 that fsync needs the GIL to start and again to report back, while the event loop holds it
 serving requests, so every batch forced GIL switches: on a 2-CPU VM about 200 µs of CPU a
-batch, for a 290 µs fsync (bench/README.md). A helper process has an interpreter of its own:
+batch, for a 290 µs fsync (docs/audit.md, Durability). A helper process has its own interpreter:
 the loop sends it the batch's descriptor over a Unix socket and reads the answer as an
 ordinary I/O event.
 

@@ -50,6 +50,18 @@ async def exited(pid: int) -> int:
     return os.waitstatus_to_exitcode(status)
 
 
+@asynccontextmanager
+async def writing(log: Path, syncer: FsyncHelper, thread_fsyncs: list[int]) -> AsyncIterator[AuditWriter]:
+    """A started batch-mode writer with `syncer`; the thread's fsyncs are counted, not run."""
+    journal = Journal(JournalOptions(path=log, fsync="batch"), fsync=thread_fsyncs.append)
+    writer = AuditWriter(journal, syncer=syncer)
+    await writer.start()
+    try:
+        yield writer
+    finally:
+        await writer.close()
+
+
 def test_a_file_is_fsynced_and_the_callers_descriptor_stays_open(tmp_path: Path) -> None:
     async def scenario() -> None:
         fd = os.open(tmp_path / "log", os.O_WRONLY | os.O_CREAT, 0o600)
@@ -137,11 +149,9 @@ def test_a_helper_that_cannot_start_leaves_the_fsyncs_to_the_thread(
 
     async def scenario() -> None:
         syncer = FsyncHelper()
-        writer = writer_with(log, syncer, thread_fsyncs)
-        await writer.start()
-        assert syncer.pid is None
-        assert (await writer.append(entry("recorded")))["seq"] == 1
-        await writer.close()
+        async with writing(log, syncer, thread_fsyncs) as writer:
+            assert syncer.pid is None
+            assert (await writer.append(entry("recorded")))["seq"] == 1
 
     run(scenario)
     assert len(thread_fsyncs) == 1
@@ -161,21 +171,14 @@ class FailingHelper(FsyncHelper):
         raise self.error
 
 
-def writer_with(log: Path, syncer: FsyncHelper, thread_fsyncs: list[int]) -> AuditWriter:
-    journal = Journal(JournalOptions(path=log, fsync="batch"), fsync=thread_fsyncs.append)
-    return AuditWriter(journal, syncer=syncer)
-
-
 def test_batches_are_flushed_by_the_helper_not_the_thread(tmp_path: Path) -> None:
     log = tmp_path / "audit.log"
     thread_fsyncs: list[int] = []
 
     async def scenario() -> None:
-        writer = writer_with(log, FsyncHelper(), thread_fsyncs)
-        await writer.start()
-        for _ in range(3):
-            await asyncio.gather(*(writer.append(e) for e in numbered(5)))
-        await writer.close()
+        async with writing(log, FsyncHelper(), thread_fsyncs) as writer:
+            for _ in range(3):
+                await asyncio.gather(*(writer.append(e) for e in numbered(5)))
 
     run(scenario)
     assert thread_fsyncs == []
@@ -188,14 +191,12 @@ def test_the_writer_keeps_recording_when_the_helper_dies(tmp_path: Path) -> None
 
     async def scenario() -> None:
         syncer = FsyncHelper()
-        writer = writer_with(log, syncer, thread_fsyncs)
-        await writer.start()
-        await writer.append(entry("before"))
-        pid = helper_pid(syncer)
-        os.kill(pid, signal.SIGKILL)
-        await exited(pid)
-        assert (await writer.append(entry("after")))["seq"] == 2
-        await writer.close()
+        async with writing(log, syncer, thread_fsyncs) as writer:
+            await writer.append(entry("before"))
+            pid = helper_pid(syncer)
+            os.kill(pid, signal.SIGKILL)
+            await exited(pid)
+            assert (await writer.append(entry("after")))["seq"] == 2
 
     run(scenario)
     assert len(thread_fsyncs) == 1, "the batch after the helper's death was flushed in the thread"
@@ -208,12 +209,10 @@ def test_a_failed_fsync_in_the_helper_fails_its_batch_and_the_log_keeps_none_of_
 
     async def scenario() -> None:
         syncer = FailingHelper(OSError(errno.EIO, os.strerror(errno.EIO)))
-        writer = writer_with(log, syncer, thread_fsyncs)
-        await writer.start()
-        outcomes = await asyncio.gather(*(writer.append(e) for e in numbered(4)), return_exceptions=True)
-        assert all(isinstance(o, AuditWriteError) for o in outcomes), outcomes
-        assert all(f"cannot flush the audit log {log}: Input/output error" in str(o) for o in outcomes)
-        await writer.close()
+        async with writing(log, syncer, thread_fsyncs) as writer:
+            outcomes = await asyncio.gather(*(writer.append(e) for e in numbered(4)), return_exceptions=True)
+            assert all(isinstance(o, AuditWriteError) for o in outcomes), outcomes
+            assert all(f"cannot flush the audit log {log}: Input/output error" in str(o) for o in outcomes)
 
     run(scenario)
     assert thread_fsyncs == [], "a failed fsync is not retried elsewhere: the disk said no"

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.support.apiserver import check_reply
+from tests.support.apiserver import apply_patch, check_reply
 from tests.support.reviews import load_example, make_review
 from tests.support.server import ServerProcess
 from tests.support.tlsclient import JSON_HEADERS, SERVICE_NAME
@@ -32,8 +32,15 @@ def test_dry_run_is_answered_like_any_request(server: ServerProcess) -> None:
 
 
 def test_sample_review_from_the_readme(server: ServerProcess) -> None:
+    """What the README promises for its curl line: the MIG example policy turns the GPU into a slice."""
     review = load_example("review-gpu-pod.json")
-    check_reply(review, server.client().post_json("/mutate", review), "mutate")
+    response = check_reply(review, server.client().post_json("/mutate", review), "mutate")
+    admitted = apply_patch(review["request"]["object"], response)
+    trainer = next(c for c in admitted["spec"]["containers"] if c["name"] == "trainer")
+    assert trainer["resources"]["limits"]["nvidia.com/mig-1g.20gb"] == "1"
+    assert "nvidia.com/gpu" not in trainer["resources"]["limits"]
+    toleration = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    assert toleration in admitted["spec"]["tolerations"]
 
 
 def _deep(depth: int) -> bytes:

@@ -6,15 +6,18 @@ as the benchmark's load generator does, so an uneven split lasts: measured with 
 connections and two workers, one worker took 52 to 61% of the requests. With a socket each,
 the kernel hashes new connections across the workers (48 to 57%). Supervision is uvicorn's,
 cut to what we use: start, restart a worker that dies (stop if one cannot start at all), and
-stop every worker on SIGTERM.
+stop every worker on SIGTERM. Added: collecting orphans (`reap_orphans`), which falls to us as
+PID 1 in a container.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import socket
 import threading
+from collections.abc import Collection
 from types import FrameType
 
 import uvicorn
@@ -54,6 +57,28 @@ def _socket(host: str) -> socket.socket:
     return sock
 
 
+def reap_orphans(workers: Collection[int | None]) -> list[int]:
+    """Collect the exit status of children that are not workers; return their pids.
+
+    As PID 1 in a container the supervisor inherits every orphan: a worker killed outright
+    (by the OOM killer, say) leaves its audit fsync helper behind, which exits on its own
+    but stays a zombie, holding a process-table entry, until its parent collects it. A
+    worker's status is left to multiprocessing, which must see it to replace the worker:
+    the scan stops at the first exited worker, which `_keep_alive` has usually collected.
+    """
+    reaped: list[int] = []
+    while True:
+        try:
+            exited = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return reaped
+        if exited is None or exited.si_pid in workers:
+            return reaped
+        os.waitpid(exited.si_pid, 0)
+        reaped.append(exited.si_pid)
+        log.info("collected an orphaned process", extra={"pid": exited.si_pid})
+
+
 class Workers:
     def __init__(self, config: uvicorn.Config, sockets: list[socket.socket]) -> None:
         self.config = config
@@ -70,6 +95,7 @@ class Workers:
         self.processes = [self._start(sock) for sock in self.sockets]
         while not self.should_exit.wait(0.5):
             self._keep_alive()
+            reap_orphans({process.pid for process in self.processes})
         for process in self.processes:
             process.terminate()
         for process in self.processes:

@@ -6,14 +6,18 @@ import os
 import re
 import signal
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
-from tests.conftest import BUNDLED_POLICIES
+import pytest
+
+from tests.conftest import BUNDLED_POLICIES, REPO
 from tests.support.apiserver import check_reply
 from tests.support.cli import gpu_webhook
 from tests.support.reviews import load_example, make_review
 from tests.support.server import ServerProcess, start_server
-from webhook.workers import reuseport_sockets
+from webhook.workers import reap_orphans, reuseport_sockets
 
 _STARTED = re.compile(r"Started server process \[(\d+)\]")
 
@@ -123,3 +127,46 @@ def test_a_port_in_use_is_a_clear_error(cert_dir: Path) -> None:
         )
     assert result.returncode == 2
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr and "Traceback" not in result.stderr
+
+
+def _fork(pipe: tuple[int, int] | None = None) -> int:
+    """A child that exits at once, or once the parent closes its end of `pipe`."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        if pipe is not None:
+            os.close(pipe[1])
+            os.read(pipe[0], 1)
+        os._exit(0)
+    return pid
+
+
+def _exited(pid: int) -> None:
+    """Return once `pid` has exited, leaving its status to be collected."""
+    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+
+
+def orphans_scenario() -> None:
+    """Run in a fresh interpreter: no other child of the test process can be collected by mistake."""
+    read, write = os.pipe()
+    worker = _fork((read, write))
+    orphan = _fork()
+    _exited(orphan)
+    assert reap_orphans({worker}) == [orphan]
+    with pytest.raises(ChildProcessError):  # collected, not merely seen
+        os.waitpid(orphan, os.WNOHANG)
+    os.close(write)
+    _exited(worker)
+    assert reap_orphans({worker}) == []  # a worker's status is multiprocessing's to collect
+    assert os.waitpid(worker, 0)[0] == worker
+
+
+def test_the_supervisor_collects_orphans_but_not_workers() -> None:
+    script = "from tests.admission.test_workers import orphans_scenario; orphans_scenario()"
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr

@@ -515,7 +515,7 @@ def test_a_precheck_clears_only_what_the_rego_finds_nothing_in(
     clears_soundly()
     # Soundness checked on pods that are never cleared would prove nothing. The bounds are far
     # below what the strategies give (over 60 seeds, every kind cleared 13 to 156 of its 250
-    # pods and left 27 or more to Rego), so that a random run cannot fail them: at 20, one did.
+    # pods and left 27 or more to Rego), so that no random draw should fail them: at 20, one did.
     assert said["cleared"] >= 5, said
     assert said["left to Rego"] >= 5, said
 

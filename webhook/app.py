@@ -126,10 +126,14 @@ async def _evaluate(
 ) -> Decision:
     """Review in time, or answer at once by the failure mode: shedding load beats timing out."""
     if load > service.max_inflight:
-        return failure_decision(service.failure_mode, endpoint, "is overloaded", code=429)
+        return failure_decision(
+            service.failure_mode, endpoint, "is overloaded", code=429, unreviewed="overload"
+        )
     remaining = deadline - time.perf_counter()
     if remaining <= 0:
-        return failure_decision(service.failure_mode, endpoint, "ran out of time", code=504)
+        return failure_decision(
+            service.failure_mode, endpoint, "ran out of time", code=504, unreviewed="timeout"
+        )
     if not service.threaded(endpoint):
         return _decide(service.review, admission, endpoint, service)
     if service.review_now is not None:
@@ -141,7 +145,9 @@ async def _evaluate(
         )
         return await asyncio.wait_for(evaluation, remaining)
     except TimeoutError:
-        return failure_decision(service.failure_mode, endpoint, "ran out of time", code=504)
+        return failure_decision(
+            service.failure_mode, endpoint, "ran out of time", code=504, unreviewed="timeout"
+        )
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -182,7 +188,8 @@ def _decide(
     except Exception:
         ref = uuid.uuid4().hex[:12]
         log.exception("review failed", extra={"ref": ref, "uid": admission["uid"], "endpoint": endpoint})
-        return failure_decision(service.failure_mode, endpoint, f"internal error (ref {ref})", code=500)
+        why = f"internal error (ref {ref})"
+        return failure_decision(service.failure_mode, endpoint, why, code=500, unreviewed="internal")
 
 
 def _reject(service: Service, endpoint: Endpoint, error: RequestError, started: float) -> Response:
@@ -227,6 +234,8 @@ def _account(
 
 
 def _outcome(decision: Decision) -> str:
+    if decision.unreviewed:
+        return "unreviewed"
     if not decision.allowed:
         return "denied"
     return "warned" if decision.warnings else "allowed"

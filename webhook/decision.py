@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from webhook.types import EnforcementAction, KubeObject, PatchOperation
@@ -44,6 +44,9 @@ class Decision:
     sharing_mode: str | None = None
     # Quota usage before and after this admission, for the audit log (see quota.check.QuotaOutcome.audit).
     quota: Mapping[str, Any] | None = None
+    # Why the request was answered by the failure mode instead of a review ("overload", "timeout",
+    # "internal"); empty when it was reviewed. Metrics and the audit log keep the two apart.
+    unreviewed: str = ""
 
     @property
     def reason(self) -> str:
@@ -64,13 +67,15 @@ def deny(message: str, *, code: int = 403, findings: tuple[Finding, ...] = ()) -
     return Decision(allowed=False, code=code, message=text or "denied by policy", findings=findings)
 
 
-def failure_decision(mode: str, endpoint: str, why: str, *, code: int) -> Decision:
-    """What we answer when we cannot review: the operator's failure mode decides; advisory never denies."""
+def failure_decision(mode: str, endpoint: str, why: str, *, code: int, unreviewed: str) -> Decision:
+    """What we answer when we cannot review: the operator's failure mode decides; advisory never denies.
+
+    `unreviewed` names the cause for metrics and the audit log (Decision.unreviewed).
+    """
     if mode == "open" or endpoint == "advisory":
-        return Decision(
-            allowed=True, warnings=clamp_warnings([f"gpu-webhook {why}; admitted without review"])
-        )
-    return deny(f"gpu-webhook {why}; failing closed", code=code)
+        warnings = clamp_warnings([f"gpu-webhook {why}; admitted without review"])
+        return Decision(allowed=True, warnings=warnings, unreviewed=unreviewed)
+    return replace(deny(f"gpu-webhook {why}; failing closed", code=code), unreviewed=unreviewed)
 
 
 def clamp_warnings(warnings: Iterable[str]) -> tuple[str, ...]:

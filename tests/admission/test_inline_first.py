@@ -70,3 +70,4 @@ def test_the_loop_answers_what_it_can_and_hands_off_the_rest(review_now: Review 
         assert decision is ON_THREAD and threads == ["review_0"]
     else:
         assert decision.code == 500 and "internal error" in decision.message and threads == []
+        assert decision.unreviewed == "internal"

@@ -58,6 +58,13 @@ def test_budget_leaves_a_margin_before_the_apiserver_gives_up(timeout: str | Non
     assert budget_seconds(timeout) == pytest.approx(budget)
 
 
+def unreviewed_count(server: ServerProcess, endpoint: str) -> float:
+    """Requests the server answered by its failure mode, from its /metrics."""
+    text = server.client().request("GET", "/metrics").body.decode()
+    series = f'gpu_webhook_admission_requests_total{{decision="unreviewed",endpoint="{endpoint}"}} '
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(series))
+
+
 @pytest.fixture
 def slow_server(cert_dir: Path) -> Iterator[ServerProcess]:
     args = ["--cert-dir", str(cert_dir), "--policies", str(BUNDLED_POLICIES), "--body-timeout-seconds", "3"]
@@ -124,6 +131,8 @@ def test_a_spent_budget_is_answered_by_the_failure_mode(
     assert response["allowed"] is allowed
     if not allowed:
         assert response["status"]["code"] == 504 and "ran out of time" in response["status"]["message"]
+    label = endpoint.replace("validate-", "")
+    assert unreviewed_count(server, label) >= 1  # counted apart from reviewed denials and allows
 
 
 @pytest.mark.parametrize(("mode", "allowed"), [("closed", False), ("open", True)])
@@ -145,6 +154,7 @@ def test_overload_is_answered_at_once_by_the_failure_mode(cert_dir: Path, mode: 
         assert response["allowed"] is allowed
         text = response["warnings"][0] if allowed else response["status"]["message"]
         assert "overloaded" in text
+        assert unreviewed_count(server, "validate") == 1
     finally:
         server.stop_gracefully()
 

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,15 @@ def _listening_inodes(port: int) -> set[str]:
     return found
 
 
+def _await_listening(port: int, count: int) -> set[str]:
+    """The listening sockets once there are `count`: uvicorn logs its start-up before it calls
+    listen(), and nothing else tells us when it has, so the kernel's table is polled."""
+    deadline = time.monotonic() + 30
+    while len(found := _listening_inodes(port)) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return found
+
+
 def _socket_inodes(pid: int) -> set[str]:
     links = (os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir())
     return {link[len("socket:[") : -1] for link in links if link.startswith("socket:[")}
@@ -99,7 +109,7 @@ def test_each_worker_listens_on_its_own_socket(cert_dir: Path) -> None:
     keeps it open: measured, 52-61% on one of two. A socket each lets the kernel hash them."""
     server, pids = _workers(cert_dir, 2)
     try:
-        listening = _listening_inodes(server.port)
+        listening = _await_listening(server.port, 2)
         owned = [_socket_inodes(pid) & listening for pid in pids]
         assert len(listening) == 2
         assert all(len(inodes) == 1 for inodes in owned) and owned[0] != owned[1]

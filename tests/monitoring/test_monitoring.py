@@ -27,6 +27,7 @@ ELSEWHERE = {
 REQUIRED_ALERTS = {
     "GpuWebhookSlowAdmission",
     "GpuWebhookRejectingRequests",
+    "GpuWebhookUnreviewedAnswers",
     "GpuWebhookPolicyLoadFailed",
     "GpuWebhookClusterCacheStale",
     "GpuNamespaceNearQuota",

@@ -107,6 +107,8 @@ def verdict(decision: Decision, scrub: Callable[[str], str]) -> Record:
     quota = getattr(decision, "quota", None)
     if quota is not None:
         fields["quota"] = json_safe(quota, scrub)
+    if decision.unreviewed:
+        fields["unreviewed"] = decision.unreviewed
     return fields
 
 

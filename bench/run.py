@@ -8,6 +8,7 @@ the ceiling, and every figure is reported both absolutely and as a ratio to it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import os
 import platform
@@ -132,12 +133,24 @@ def _await_ready(server: Server) -> None:
 
 def _await_workers(server: Server, workers: int) -> None:
     """Every worker listening: connections opened while only the first is would all stay with it
-    (the load generator, like kube-apiserver, keeps them open)."""
+    (the load generator, like kube-apiserver, keeps them open). Each worker listens on its own
+    socket, after it logs its start-up, so the kernel's table of listening sockets is what counts."""
     deadline = time.monotonic() + 600
-    while server.log.read_text().count("Application startup complete.") < workers:
+    while _listening(server.port) < workers:
         if time.monotonic() > deadline:
             raise RuntimeError(f"fewer than {workers} workers started")
         time.sleep(0.05)
+
+
+def _listening(port: int) -> int:
+    """Sockets in LISTEN state (0A) on `port`, from /proc/net/tcp and tcp6."""
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                count += fields[1].endswith(f":{port:04X}") and fields[3] == "0A"
+    return count
 
 
 def _measure(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from webhook.types import EnforcementAction, KubeObject, PatchOperation
 
@@ -31,6 +31,9 @@ class Finding:
     message: str
 
 
+Unreviewed = Literal["overload", "timeout", "internal"]
+
+
 @dataclass(frozen=True)
 class Decision:
     allowed: bool
@@ -44,9 +47,9 @@ class Decision:
     sharing_mode: str | None = None
     # Quota usage before and after this admission, for the audit log (see quota.check.QuotaOutcome.audit).
     quota: Mapping[str, Any] | None = None
-    # Why the request was answered by the failure mode instead of a review ("overload", "timeout",
-    # "internal"); empty when it was reviewed. Metrics and the audit log keep the two apart.
-    unreviewed: str = ""
+    # Why the failure mode answered instead of a review; None when it was reviewed. Metrics and
+    # the audit log keep the two apart.
+    unreviewed: Unreviewed | None = None
 
     @property
     def reason(self) -> str:
@@ -67,7 +70,7 @@ def deny(message: str, *, code: int = 403, findings: tuple[Finding, ...] = ()) -
     return Decision(allowed=False, code=code, message=text or "denied by policy", findings=findings)
 
 
-def failure_decision(mode: str, endpoint: str, why: str, *, code: int, unreviewed: str) -> Decision:
+def failure_decision(mode: str, endpoint: str, why: str, *, code: int, unreviewed: Unreviewed) -> Decision:
     """What we answer when we cannot review: the operator's failure mode decides; advisory never denies.
 
     `unreviewed` names the cause for metrics and the audit log (Decision.unreviewed).

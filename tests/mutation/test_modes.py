@@ -342,35 +342,3 @@ def test_opt_out_needs_the_policy_to_allow_it() -> None:
 def test_bad_pod_annotations_are_denied_by_name(annotations: dict[str, str], message: str) -> None:
     with pytest.raises(AdmissionDenied, match=message):
         mutate_object(pod(gpus(), annotations=annotations), MIG)
-
-
-def test_mutators_that_fight_are_an_error_not_a_loop() -> None:
-    from webhook.errors import EvaluationError
-    from webhook.mutation.context import MutationContext
-    from webhook.mutation.engine import run_to_fixed_point
-    from webhook.mutation.needs import PodNeeds
-    from webhook.mutation.target import pod_target
-
-    def flip(value: str) -> Any:
-        def mutator(target: Any, _: MutationContext) -> bool:
-            target.spec["schedulerName"] = value
-            return True
-
-        return mutator
-
-    target = pod_target(pod(gpus()))
-    assert target is not None
-    context = MutationContext(MIG, PodNeeds(), "mig")
-    with pytest.raises(EvaluationError, match="did not converge"):
-        run_to_fixed_point(target, [flip("a"), flip("b")], context)
-
-
-def test_a_settled_pod_takes_one_round() -> None:
-    from webhook.mutation.context import MutationContext
-    from webhook.mutation.engine import PLACEMENT, run_to_fixed_point
-    from webhook.mutation.needs import PodNeeds
-    from webhook.mutation.target import pod_target
-
-    target = pod_target(pod(gpus()))
-    assert target is not None
-    assert run_to_fixed_point(target, PLACEMENT, MutationContext(TIMESLICE, PodNeeds(), "timeslice")) == 1

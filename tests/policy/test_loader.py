@@ -100,6 +100,19 @@ BAD_SPECS = [
         "required field is missing",
     ),
     ("  sharing: {mode: exclusive}\n  sharing: {mode: mig}\n", 7, "spec.sharing", "appears twice"),
+    (  # the stamp's own annotation: a forced one would fight it
+        "  sharing: {mode: exclusive}\n  inject:\n    force: true\n"
+        "    annotations: {gpuwebhook.io/applied: mine}\n",
+        9,
+        "spec.inject.annotations.gpuwebhook.io/applied",
+        "are the webhook's own",
+    ),
+    (
+        "  sharing: {mode: exclusive}\n  inject:\n    annotations: {gpuwebhook.io/gpu-memory: 8Gi}\n",
+        8,
+        "spec.inject.annotations.gpuwebhook.io/gpu-memory",
+        "are the webhook's own",
+    ),
 ]
 
 

@@ -1,8 +1,13 @@
-"""Run a policy's mutators over a copy of the object to a bounded fixed point; the diff is the patch.
+"""Run a policy's mutators, in order, over a copy of the object; the diff is the patch.
 
-As in Gatekeeper's mutation system, each mutator is small and idempotent; running
-them until nothing changes (at most len(mutators) + 1 rounds) makes reinvocation
-safe and turns a mutator that fights another into an error instead of a loop.
+As in Gatekeeper's mutation system, each mutator is small and idempotent. Unlike
+Gatekeeper's, our mutators are fixed code that policies only configure, so they are
+ordered once, here, so that each reads only what the ones before it have written: one
+pass reaches the fixed point. Gatekeeper runs user-written mutators until nothing
+changes and pays a confirming round on every request (here 18 µs of a 124 µs review);
+we prove the fixed point in the tests instead (tests/mutation/test_reference_equivalence.py
+runs every review through a fixed-point reference). The one field two mutators could both
+write, our own annotations, is closed to policies (webhook/policy/sharing_kind.py).
 """
 
 from __future__ import annotations
@@ -14,7 +19,6 @@ from typing import Any
 
 import orjson
 
-from webhook.errors import EvaluationError
 from webhook.mutation import hints, inject
 from webhook.mutation.checkpoint import checkpoint
 from webhook.mutation.context import MutationContext
@@ -29,16 +33,19 @@ from webhook.types import KubeObject, PatchOperation
 from webhook.utilization.capacity import CapacityView
 
 Mutator = Callable[[PodTarget, MutationContext], bool]
+# The order is the dependency order: placement hints read the required affinity and the
+# injected annotations (a KAI fraction makes a pod a sharing one); the checkpoint reads
+# the rewritten resources and the KAI annotations; the stamp comes last.
 PLACEMENT: tuple[Mutator, ...] = (
     inject.scheduler,
     inject.tolerations,
     inject.required_affinity,
     inject.preferred_affinity,
-    hints.prefer_underutilized,
     inject.priority_class,
     inject.runtime_class,
     inject.add_labels,
     inject.add_annotations,
+    hints.prefer_underutilized,
     checkpoint,
 )
 
@@ -84,33 +91,26 @@ def mutate_object(
     context = MutationContext(policy, needs, mode, shared_names, placement=placement)
     if needs.opt_out and not opted_out:
         context.warn(f"policy {policy.name} does not allow opting out of GPU sharing; sharing applied")
-    run_to_fixed_point(target, _mutators(mode), context)
+    for mutator in mutators(mode):
+        mutator(target, context)
     patch = tuple(diff(obj, mutated))
     return MutationResult(mutated, patch, tuple(context.warnings), mode)
 
 
-def _mutators(mode: str) -> tuple[Mutator, ...]:
+def mutators(mode: str) -> tuple[Mutator, ...]:
     rewrite = REWRITES.get(mode)
     return (*((rewrite,) if rewrite else ()), *PLACEMENT, _stamp)
 
 
 def _stamp(target: PodTarget, context: MutationContext) -> bool:
-    """Record what was applied, for traceability (and so operators can see it with kubectl)."""
+    """Record what was applied, for traceability (and so operators can see it with kubectl).
+    Last, so that it runs once the others have settled."""
     value = f"{context.policy.stamp} mode={context.mode}"
     annotations = mapping(target.metadata, "annotations")
     if annotations.get(APPLIED) == value:
         return False
     annotations[APPLIED] = value
     return True
-
-
-def run_to_fixed_point(target: PodTarget, mutators: Sequence[Mutator], context: MutationContext) -> int:
-    """Rounds until no mutator changes anything; at most len(mutators) + 1."""
-    for round_number in range(1, len(mutators) + 2):
-        changes = [mutator(target, context) for mutator in mutators]
-        if not any(changes):
-            return round_number
-    raise EvaluationError(f"mutation by policy {context.policy.name} did not converge")
 
 
 def clone(obj: Any) -> Any:

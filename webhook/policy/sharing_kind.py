@@ -12,6 +12,7 @@ import orjson
 from webhook import gpu, quantity
 from webhook.errors import PolicyProblem
 from webhook.match import LabelSelector, Match, SelectorError, check_glob
+from webhook.mutation.needs import PREFIX as OWN_PREFIX
 from webhook.policy.model import Checkpoint, Inject, Preference, PreferUnderutilized, Sharing, SharingPolicy
 from webhook.policy.schemas import GPU_SHARING_POLICY
 from webhook.policy.source import Document, Path
@@ -243,6 +244,14 @@ def _metadata_map(checker: _Checker, raw: Mapping[str, str], path: Path, *, labe
         if labels:
             checker.check(
                 (*path, key), bool(_LABEL_VALUE.fullmatch(value)), f"{value!r} is not a valid label value"
+            )
+        else:
+            # The webhook writes and reads these itself; a policy that also wrote one would
+            # fight the stamp, or set what only the pod's owner may ask for.
+            checker.check(
+                (*path, key),
+                not key.startswith(OWN_PREFIX),
+                f"annotations under {OWN_PREFIX} are the webhook's own",
             )
 
 

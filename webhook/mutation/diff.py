@@ -6,9 +6,9 @@ append to lists, so a structural walk gives the same minimal patch for them, and
 correct (if longer) one for anything else: list items are compared by position, extra
 items appended, missing ones removed from the end.
 
-The walk is most of a review's cost after the mutators, and that cost is Python calls:
-equal scalars, the common case, are settled in the loops without one, and each level's
-path is one string built on the way down (31 µs against 21 µs per GPU pod, measured).
+The walk is most of a review's cost after the mutators, and that cost is Python calls and
+strings: each level's path is one string built on the way down, and a key is escaped only
+when it holds '~' or '/' (31 µs against 25 µs per GPU pod, measured).
 """
 
 from __future__ import annotations
@@ -46,31 +46,28 @@ def _diff_dicts(
         if key not in before:
             found.append({"op": "add", "path": f"{path}/{escape(key)}", "value": value})
             continue
-        old = before[key]
-        if old is value:
-            continue
-        kind = type(value)
-        if type(old) is not kind or kind is dict or kind is list:
-            _diff(old, value, f"{path}/{escape(key)}", found)
-        elif old != value:
-            found.append({"op": "replace", "path": f"{path}/{escape(key)}", "value": value})
+        _diff_child(before[key], value, path, escape(key), found)
 
 
 def _diff_lists(before: list[Any], after: list[Any], path: str, found: list[PatchOperation]) -> None:
     common = min(len(before), len(after))
     for index in range(common):
-        old, value = before[index], after[index]
-        if old is value:
-            continue
-        kind = type(value)
-        if type(old) is not kind or kind is dict or kind is list:
-            _diff(old, value, f"{path}/{index}", found)
-        elif old != value:
-            found.append({"op": "replace", "path": f"{path}/{index}", "value": value})
+        _diff_child(before[index], after[index], path, str(index), found)
     for index in range(common, len(after)):
         found.append({"op": "add", "path": f"{path}/{index}", "value": after[index]})
     for index in range(len(before) - 1, common - 1, -1):
         found.append({"op": "remove", "path": f"{path}/{index}"})
+
+
+def _diff_child(before: Any, after: Any, parent: str, key: str, found: list[PatchOperation]) -> None:
+    """Equal scalars, the common case, are settled here without a further call."""
+    if before is after:
+        return
+    kind = type(after)
+    if type(before) is not kind or kind is dict or kind is list:
+        _diff(before, after, f"{parent}/{key}", found)
+    elif before != after:
+        found.append({"op": "replace", "path": f"{parent}/{key}", "value": after})
 
 
 def escape(key: str) -> str:

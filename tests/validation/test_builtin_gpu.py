@@ -76,6 +76,12 @@ CASES = [
         True,
         "",
     ),
+    (
+        "HAMi limits missing from whole GPUs",
+        _pod("hami", {"nvidia.com/gpu": "1"}),
+        False,
+        "policy hami requires hami sharing",
+    ),
     ("no policy, whole GPUs", _pod("free", {"nvidia.com/gpu": "4"}), True, ""),
     ("fractional count", _pod("free", {"nvidia.com/gpu": "0.5"}), False, "whole number"),
     ("negative MIG count", _pod("free", {"nvidia.com/mig-1g.10gb": "-1"}), False, "must not be negative"),

@@ -14,7 +14,7 @@ from webhook.mutation import resources
 from webhook.mutation.context import MutationContext
 from webhook.mutation.engine import clone
 from webhook.mutation.needs import read_needs
-from webhook.mutation.sharing import REWRITES
+from webhook.mutation.sharing import REWRITES, gpu_containers
 from webhook.mutation.target import PodTarget
 from webhook.policy.model import SharingPolicy
 
@@ -34,27 +34,25 @@ def check(target: PodTarget, policy: SharingPolicy | None, shared_names: tuple[s
 def _quantities(target: PodTarget, shared_names: tuple[str, ...]) -> list[Finding]:
     findings = []
     for _, container in target.containers():
-        where = f"{target.describe()} container {container.get('name', '?')!r}"
-        problem = _container_quantities(container, where, shared_names)
+        problem = _container_quantities(container, shared_names)
         if problem:
-            findings.append(Finding(QUANTITIES, "deny", problem))
+            where = f"{target.describe()} container {container.get('name', '?')!r}"
+            findings.append(Finding(QUANTITIES, "deny", f"{where}: {problem}"))
     return findings
 
 
-def _container_quantities(
-    container: dict[str, object], where: str, shared_names: tuple[str, ...]
-) -> str | None:
+def _container_quantities(container: dict[str, object], shared_names: tuple[str, ...]) -> str | None:
+    """What is wrong with the container's GPU counts, without naming the container (the caller
+    does, only when something is wrong: this runs for every container of every review)."""
     values = resources.sections(container)
     names = {n for section in values.values() for n in section if gpu.is_gpu_resource(n, shared_names)}
     for name in sorted(names):
         try:
-            counts = {
-                s: quantity.parse_count(v[name], f"{where}: {name}") for s, v in values.items() if name in v
-            }
+            counts = {s: quantity.parse_count(v[name], name) for s, v in values.items() if name in v}
         except quantity.QuantityError as e:
             return str(e)
         if len(set(counts.values())) > 1:
-            return f"{where}: {name} request ({counts['requests']}) must equal its limit ({counts['limits']})"
+            return f"{name} request ({counts['requests']}) must equal its limit ({counts['limits']})"
     return None
 
 
@@ -94,6 +92,8 @@ def _sharing_enforced(
     except AdmissionDenied as e:
         return [Finding(SHARING, "deny", str(e))]
     if needs.opt_out and policy.sharing.allow_opt_out:
+        return []
+    if not gpu_containers(target):  # every rewrite edits only containers that ask for whole GPUs
         return []
     copy = PodTarget(clone(target.pod), target.kind, target.name)
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from fractions import Fraction
 from typing import Any, Protocol
 
@@ -47,11 +48,13 @@ class LimitCheck:
     used: Fraction
     asked: Fraction
 
-    @property
+    # Cached: an outcome asks several times (allowed, findings, warnings, audit), and
+    # Fraction arithmetic is Python code, a few microseconds an operation.
+    @cached_property
     def after(self) -> Fraction:
         return self.used + self.asked
 
-    @property
+    @cached_property
     def exceeded(self) -> bool:
         return self.asked > 0 and self.after > self.limit
 
@@ -85,7 +88,7 @@ class QuotaCheck:
     before: Usage
     after: Usage
 
-    @property
+    @cached_property
     def exceeded(self) -> bool:
         return any(limit.exceeded for limit in self.limits)
 

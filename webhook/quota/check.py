@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import cached_property
 from fractions import Fraction
+from functools import cached_property
 from typing import Any, Protocol
 
 from webhook.decision import Decision, Finding, clamp_warnings, deny

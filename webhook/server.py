@@ -23,6 +23,7 @@ from webhook.compose import build_service, engine_factory
 from webhook.config import DEFAULT_NAMESPACE, DEFAULT_SERVICE, Settings
 from webhook.errors import CertError
 from webhook.logs import configure, logging_config
+from webhook.policy.engines import vet
 from webhook.policy.loader import load_directory
 from webhook.tls import ReloadingContext, server_context
 from webhook.workers import Workers, reuseport_sockets
@@ -64,10 +65,11 @@ def serve(settings: Settings) -> None:
 def _application(settings: Settings) -> Starlette | Callable[[], Starlette]:
     """One worker: the app itself, built (and its policies compiled) once, here, so a bad
     policy set stops the start. Several: a factory each worker calls, after this process
-    has checked the policies once."""
+    has checked the policies once; the workers skip the crash check it made (vet.py)."""
     if settings.workers == 1:
         return create_app(settings)
     load_directory(settings.policies_dir, engine_factory(settings))
+    vet.share_with_workers()
     return functools.partial(create_app, settings)
 
 

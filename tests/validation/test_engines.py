@@ -10,7 +10,7 @@ import pytest
 from tests.support.fakeopa import FakeOpa, running
 from tests.validation import builders as b
 from webhook.errors import PolicyError, WouldBlock
-from webhook.policy.engines import ConstraintSet, Engine, plan
+from webhook.policy.engines import ConstraintSet, Engine, plan, vet
 from webhook.policy.engines.opa import OpaEngine, OpaSettings
 from webhook.policy.engines.regopy import RegoEngine
 from webhook.validation.gatekeeper import ConstraintTemplate, Where, parse_template
@@ -216,6 +216,31 @@ def test_isolated_compile_turns_a_regopy_crash_into_a_problem() -> None:
     [problem] = info.value.problems
     assert (problem.file, problem.line) == ("crash.yaml", 11)
     assert "regopy crashed" in problem.reason
+
+
+def test_workers_skip_the_crash_check_their_supervisor_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    crashing = parse_template(
+        b.template("K8sCrash", b.CRASHES_REGOPY, libs=(b.CRASHES_REGOPY_LIB,)),
+        Where("crash.yaml", _rego_at_line_10),
+    )
+    monkeypatch.setattr(vet, "_vetted", set())
+    monkeypatch.setenv(vet.VETTED_ENV, "")
+    RegoEngine.compile([REPOS], isolated=True)  # the supervisor's check, in a child process
+    vet.share_with_workers()
+    monkeypatch.setattr(vet, "_vetted", set())  # a worker: a new process, with its environment
+    children: list[str] = []
+    real_child = vet._run_child
+
+    def counted_child(payload: str, timeout: float) -> Any:
+        children.append(payload)
+        return real_child(payload, timeout)
+
+    monkeypatch.setattr(vet, "_run_child", counted_child)
+    RegoEngine.compile([REPOS], isolated=True)
+    assert children == []
+    with pytest.raises(PolicyError, match="regopy crashed"):  # any other set is still checked
+        RegoEngine.compile([REPOS, crashing], isolated=True)
+    assert len(children) == 1
 
 
 @pytest.mark.parametrize(("fail_open", "denies"), [(False, True), (True, False)])

@@ -82,7 +82,3 @@ class PolicyError(WebhookError):
 
 class WouldBlock(WebhookError):
     """A review asked not to block reached work that may (Rego, a remote engine): run it on a thread."""
-
-
-class EvaluationError(WebhookError):
-    """A policy failed while evaluating one request."""

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from tests.mutation.test_hints import view
 from tests.mutation.test_properties import POLICIES, pods
 from tests.support.policies import sharing_policy
-from webhook.errors import AdmissionDenied, EvaluationError
+from webhook.errors import AdmissionDenied
 from webhook.mutation import inject
 from webhook.mutation.checkpoint import checkpoint
 from webhook.mutation.context import MutationContext
@@ -87,7 +87,7 @@ def _to_fixed_point(target: PodTarget, steps: Sequence[Mutator], context: Mutati
         changes = [step(target, context) for step in steps]
         if not any(changes):
             return round_number
-    raise EvaluationError("did not converge")
+    raise AssertionError("the mutators did not converge")
 
 
 def _reference(

@@ -27,10 +27,10 @@ def sections(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {s: resources[s] for s in SECTIONS if isinstance(resources.get(s), dict)}
 
 
-def whole_gpus(container: dict[str, Any], where: str) -> WholeGpus | None:
-    """The nvidia.com/gpu count, or None when the container asks for none."""
-    # Asked of every container in every mutation round: no intermediate dicts, and `where`
-    # is only formatted into an error.
+def whole_gpus(container: dict[str, Any]) -> WholeGpus | None:
+    """The nvidia.com/gpu count, or None when the container asks for none. AdmissionDenied's
+    message does not name the container: the caller does, only when there is an error."""
+    # Asked of every container of every GPU review: no intermediate dicts.
     resources = container.get("resources")
     if not isinstance(resources, dict):
         return None
@@ -38,22 +38,22 @@ def whole_gpus(container: dict[str, Any], where: str) -> WholeGpus | None:
     for section in SECTIONS:
         values = resources.get(section)
         if isinstance(values, dict) and gpu.GPU in values:
-            counts[section] = _count(values[gpu.GPU], where)
+            counts[section] = _count(values[gpu.GPU])
     if not counts:
         return None
     if len(counts) > 1 and counts["limits"] != counts["requests"]:
         raise AdmissionDenied(
-            f"{where}: {gpu.GPU} request ({counts['requests']}) must equal its limit ({counts['limits']})"
+            f"{gpu.GPU} request ({counts['requests']}) must equal its limit ({counts['limits']})"
         )
     count = next(iter(counts.values()))
     return WholeGpus(count, tuple(counts)) if count else None
 
 
-def _count(value: object, where: str) -> int:
+def _count(value: object) -> int:
     try:
         return quantity.parse_count(value, gpu.GPU)
     except quantity.QuantityError as e:
-        raise AdmissionDenied(f"{where}: {e}") from e
+        raise AdmissionDenied(str(e)) from e
 
 
 def put(container: dict[str, Any], name: str, value: str, where: tuple[str, ...]) -> bool:

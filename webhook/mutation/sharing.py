@@ -23,8 +23,10 @@ def gpu_containers(target: PodTarget) -> list[tuple[str, dict[str, Any], resourc
     """Every container (init containers included) that asks for whole GPUs."""
     found = []
     for list_name, container in target.containers():
-        where = f"{target.describe()} container {container.get('name', '?')!r}"
-        ask = resources.whole_gpus(container, where)
+        try:
+            ask = resources.whole_gpus(container)
+        except AdmissionDenied as e:
+            raise AdmissionDenied(f"{target.describe()} container {container.get('name', '?')!r}: {e}") from e
         if ask is not None:
             found.append((list_name, container, ask))
     return found

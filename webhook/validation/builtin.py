@@ -75,7 +75,7 @@ def _kai(target: PodTarget) -> list[Finding]:
             message = f"{target.describe()}: {gpu.KAI_FRACTION} must be a number between 0 and 1, exclusive"
             return [Finding(KAI_RULES, "deny", message)]
     fractional = gpu.KAI_FRACTION in annotations or gpu.KAI_MEMORY in annotations
-    if fractional and any(resources.whole_gpus(c, "") for _, c in target.containers()):
+    if fractional and any(resources.whole_gpus(c) for _, c in target.containers()):
         message = f"{target.describe()}: a KAI GPU fraction cannot be combined with whole {gpu.GPU}"
         return [Finding(KAI_RULES, "deny", message)]
     return []

@@ -19,4 +19,4 @@ class MutationContext:
     placement: CapacityView | None = None  # spare GPU capacity for placement hints, if known
 
     def warn(self, message: str) -> None:
-        self.warnings[message] = None  # mutators run more than once; say each thing once
+        self.warnings[message] = None  # one may say it of several containers; say it once

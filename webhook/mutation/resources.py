@@ -83,7 +83,7 @@ def drop(container: dict[str, Any], name: str) -> bool:
 
 
 def uses_gpu(container: dict[str, Any], shared_names: tuple[str, ...] = ()) -> bool:
-    # Every mutator asks this of every container, twice per review: no dict of sections here.
+    # Asked of every container of every review (is_gpu_pod, the checkpoint): no dict of sections here.
     resources = container.get("resources")
     if not isinstance(resources, dict):
         return False

@@ -65,24 +65,35 @@ def split_api_version(api_version: str) -> tuple[str, str]:
     return group, version
 
 
-def inventory_of(objects: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """`data.inventory` in Gatekeeper's layout: cluster[gv][kind][name], namespace[ns][gv][kind][name]."""
+def inventory_of(objects: Iterable[Any]) -> dict[str, Any]:
+    """`data.inventory` in Gatekeeper's layout: cluster[gv][kind][name], namespace[ns][gv][kind][name].
+
+    The objects may come from a policy test suite's files: one that is not an object, or has no
+    name, is left out rather than failing the suite's run."""
     inventory: dict[str, Any] = {"cluster": {}, "namespace": {}}
     for obj in objects:
-        metadata = obj.get("metadata") or {}
-        gv, kind, name = str(obj.get("apiVersion", "")), str(obj.get("kind", "")), metadata.get("name", "")
+        if not isinstance(obj, Mapping):
+            continue
+        metadata = _mapping(obj.get("metadata"))
+        gv, kind, name = str(obj.get("apiVersion", "")), str(obj.get("kind", "")), metadata.get("name")
+        if not isinstance(name, str) or not name:
+            continue
         namespace = metadata.get("namespace")
-        root = inventory["namespace"].setdefault(namespace, {}) if namespace else inventory["cluster"]
+        placed = isinstance(namespace, str) and namespace
+        root = inventory["namespace"].setdefault(namespace, {}) if placed else inventory["cluster"]
         root.setdefault(gv, {}).setdefault(kind, {})[name] = obj
     return inventory
 
 
 def namespace_labels(inventory: Inventory | None, namespace: str) -> Mapping[str, str] | None:
-    """Labels of a namespace from the inventory, or None when it is not there."""
-    found = ((inventory or {}).get("cluster") or {}).get("v1", {}).get("Namespace", {}).get(namespace)
+    """Labels of a namespace from the inventory, or None when it is not there. Only string
+    values count: a selector compares strings, and an inventory file is untrusted input."""
+    cluster = _mapping(_mapping(inventory).get("cluster"))
+    found = _mapping(_mapping(cluster.get("v1")).get("Namespace")).get(namespace)
     if not isinstance(found, Mapping):
         return None
-    return (found.get("metadata") or {}).get("labels") or {}
+    labels = _mapping(_mapping(found.get("metadata")).get("labels"))
+    return {k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:

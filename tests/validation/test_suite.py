@@ -117,6 +117,29 @@ def test_inventory_paths_are_relative_to_the_suite(tmp_path: Path) -> None:
     assert [r.passed for r in results] == [True, True]
 
 
+def test_odd_documents_in_an_inventory_file_are_left_out(tmp_path: Path) -> None:
+    """A suite's files are untrusted: before, a list where metadata belongs stopped the whole run."""
+    write_suite(tmp_path, [])
+    odd = ["just text", ["a", "list"], {"kind": "Service", "metadata": ["old"]}, {"kind": "Service"}]
+    (tmp_path / "unique/odd.yaml").write_text(yaml.safe_dump_all(odd))
+    test = {
+        "name": "unique",
+        "template": "unique/template.yaml",
+        "constraint": "unique/constraint.yaml",
+        "cases": [
+            case("odd only", "unique/new.yaml", {"violations": "no"}, inventory=["unique/odd.yaml"]),
+            case(
+                "odd and taken",
+                "unique/new.yaml",
+                {"violations": 1, "message": "<old>"},
+                inventory=["unique/odd.yaml", "unique/inventory.yaml"],
+            ),
+        ],
+    }
+    results = suite.run_suite(write_suite(tmp_path, [test]))
+    assert [(r.passed, r.reason) for r in results] == [(True, ""), (True, "")]
+
+
 @pytest.mark.parametrize(
     ("constraint", "passed"), [("samples/bad-parameters.yaml", True), ("samples/constraint.yaml", False)]
 )

@@ -26,7 +26,7 @@ def gpu_containers(target: PodTarget) -> list[tuple[str, dict[str, Any], resourc
         try:
             ask = resources.whole_gpus(container)
         except AdmissionDenied as e:
-            raise AdmissionDenied(f"{target.describe()} container {container.get('name', '?')!r}: {e}") from e
+            raise AdmissionDenied(f"{target.describe_container(container)}: {e}") from e
         if ask is not None:
             found.append((list_name, container, ask))
     return found

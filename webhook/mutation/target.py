@@ -66,6 +66,10 @@ class PodTarget:
     def describe(self) -> str:
         return f"{self.kind} {self.name}" if self.name else self.kind
 
+    def describe_container(self, container: dict[str, Any]) -> str:
+        """How an error names one of the pod's containers."""
+        return f"{self.describe()} container {container.get('name', '?')!r}"
+
 
 def pod_target(obj: KubeObject | None) -> PodTarget | None:
     """The pod of a Pod or workload; None for other kinds or a template that is not a mapping."""

@@ -36,8 +36,7 @@ def _quantities(target: PodTarget, shared_names: tuple[str, ...]) -> list[Findin
     for _, container in target.containers():
         problem = _container_quantities(container, shared_names)
         if problem:
-            where = f"{target.describe()} container {container.get('name', '?')!r}"
-            findings.append(Finding(QUANTITIES, "deny", f"{where}: {problem}"))
+            findings.append(Finding(QUANTITIES, "deny", f"{target.describe_container(container)}: {problem}"))
     return findings
 
 

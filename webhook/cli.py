@@ -18,6 +18,7 @@ from webhook.config import (
     DEFAULT_RESERVATION_TTL_SECONDS,
     DEFAULT_SERVICE,
     DEV_CERT_DIR,
+    EXEMPT_NAMESPACES,
     Settings,
 )
 from webhook.errors import WebhookError
@@ -91,7 +92,7 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     serve.add_argument(
         "--exclude-namespaces",
         type=_csv,
-        default=env("exclude-namespaces", "kube-system,gpu-system"),
+        default=env("exclude-namespaces", ",".join(EXEMPT_NAMESPACES)),
         help="comma-separated namespace globs never reviewed (avoid deadlocks)",
     )
     serve.add_argument(

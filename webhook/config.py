@@ -10,6 +10,12 @@ DEV_CERT_DIR = Path("certs/dev")
 BUNDLED_POLICIES = Path("policies")
 DEFAULT_SERVICE = "gpu-webhook"
 DEFAULT_NAMESPACE = "gpu-system"
+# The GPU stack's own namespaces (the GPU Operator with its device plugin, validators, DCGM
+# exporter and MPS control daemon; the KAI scheduler; NVIDIA's DRA driver). Their pods need host
+# access and NVIDIA variables by design. HAMi installs into kube-system. Exempt by name, like the
+# system's namespace and ours; only administrators may create them (the GpuIgnoreLabel constraint).
+GPU_STACK_NAMESPACES = ("gpu-operator", "kai-scheduler", "nvidia-dra-driver-gpu")
+EXEMPT_NAMESPACES = ("kube-system", DEFAULT_NAMESPACE, *GPU_STACK_NAMESPACES)
 MiB = 1024 * 1024
 
 FailureMode = Literal["closed", "open"]
@@ -55,7 +61,7 @@ class Settings:
     shutdown_grace_seconds: int = 20
     cert_check_seconds: float = 1.0
     policy_check_seconds: float = 2.0
-    excluded_namespaces: tuple[str, ...] = ("kube-system", DEFAULT_NAMESPACE)
+    excluded_namespaces: tuple[str, ...] = EXEMPT_NAMESPACES
     own_username: str | None = None
     advisory_webhook: bool = False
     client_ca: Path | None = None

@@ -22,7 +22,7 @@ from typing import Any, Literal
 import yaml
 
 from webhook import certs
-from webhook.config import DEFAULT_NAMESPACE
+from webhook.config import DEFAULT_NAMESPACE, GPU_STACK_NAMESPACES
 from webhook.errors import CertError, ConfigError
 
 Manifest = dict[str, Any]
@@ -214,9 +214,8 @@ def _configure_deployment(deployment: Manifest, options: RenderOptions) -> None:
     if options.image is not None:
         container["image"] = options.image
     # Never review our own namespace or our own requests, wherever we are installed: no deadlock.
-    container["args"] = set_flag(
-        container["args"], "--exclude-namespaces", f"kube-system,{options.namespace}"
-    )
+    exempt = ("kube-system", options.namespace, *GPU_STACK_NAMESPACES)
+    container["args"] = set_flag(container["args"], "--exclude-namespaces", ",".join(exempt))
     account = deployment["spec"]["template"]["spec"].get("serviceAccountName", "gpu-webhook")
     own = f"system:serviceaccount:{options.namespace}:{account}"
     container["args"] = set_flag(container["args"], "--own-username", own)

@@ -12,11 +12,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from webhook import gpu
-from webhook.config import FailureMode
+from webhook.accounting import count_gpus
+from webhook.config import EXEMPT_NAMESPACES, FailureMode
 from webhook.decision import ALLOW, Decision, Finding, clamp_warnings, deny
 from webhook.errors import AdmissionDenied, ClusterError
 from webhook.match import glob_matches
-from webhook.mutation import resources
+from webhook.mutation import resources, void
 from webhook.mutation.engine import mutate_object, select_policy
 from webhook.mutation.shape import ShapeError, check_pod_shape
 from webhook.mutation.target import PodTarget, pod_target
@@ -32,13 +33,17 @@ def _no_labels(_: str) -> Mapping[str, str]:
     return {}
 
 
+MALFORMED = "gpu-builtin/shape"
+EPHEMERAL = "ephemeralcontainers"
+NODES_GROUP = "system:nodes"
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 ALL_ACTIONS: frozenset[EnforcementAction] = frozenset({"deny", "warn", "dryrun"})
 ADVISORY_ACTIONS: frozenset[EnforcementAction] = frozenset({"warn", "dryrun"})
 
 
 @dataclass(frozen=True)
 class ReviewSettings:
-    excluded_namespaces: tuple[str, ...] = ("kube-system",)
+    excluded_namespaces: tuple[str, ...] = EXEMPT_NAMESPACES
     own_username: str | None = None
     # With a separate advisory webhook deployed, /validate leaves warn and dryrun policies to it.
     advisory_webhook: bool = False
@@ -86,21 +91,28 @@ def review(request: AdmissionRequest, endpoint: Endpoint, deps: ReviewDeps) -> D
 
 
 def mutate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
-    if request["operation"] != "CREATE":
+    operation = request["operation"]
+    ephemeral = operation == "UPDATE" and request.get("subResource") == EPHEMERAL
+    if operation != "CREATE" and not ephemeral:
         return ALLOW
     try:
-        subject = gpu_subject(request, deps)
+        reviewed = reviewed_pod(request, deps)
     except ShapeError as e:
-        return deny(str(e), code=400)
-    if subject is None or subject.policy is None:
+        return malformed(e)
+    if reviewed is None:
         return ALLOW
+    if ephemeral:  # `kubectl debug` adds a container to a running pod
+        return _void_only(reviewed[0], deps, ("ephemeralContainers",))
+    subject = gpu_subject(reviewed, deps)
+    if subject is None or subject.policy is None:
+        return _void_only(reviewed[0], deps)
     try:
         result = mutate_object(
             request["object"] or {},
             subject.policy,
             deps.policies.shared_names,
             placement=deps.placement,
-            shape_checked=True,  # by gpu_subject
+            shape_checked=True,  # by reviewed_pod
         )
     except AdmissionDenied as e:
         return deny(str(e), findings=(Finding(subject.policy.name, "deny", str(e)),))
@@ -115,6 +127,14 @@ def mutate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
     )
 
 
+def _void_only(target: PodTarget, deps: ReviewDeps, lists: tuple[str, ...] = void.ALL_LISTS) -> Decision:
+    """A Pod no sharing policy rewrites: only the device variable, as a patch built directly."""
+    if target.kind != "Pod":
+        return ALLOW
+    patch = void.void_patch(target.pod, deps.policies.shared_names, lists)
+    return Decision(allowed=True, patch=tuple(patch)) if patch else ALLOW
+
+
 def validate(
     request: AdmissionRequest, deps: ReviewDeps, actions: frozenset[EnforcementAction] = ALL_ACTIONS
 ) -> Decision:
@@ -123,14 +143,20 @@ def validate(
     if request["operation"] not in ("CREATE", "UPDATE") or skipped(request, deps.settings):
         return ALLOW
     try:
-        subject = gpu_subject(request, deps)
+        reviewed = reviewed_pod(request, deps)
     except ShapeError as e:
-        return deny(str(e), code=400)
+        return malformed(e)
+    subject = gpu_subject(reviewed, deps)
     findings = _builtin(subject, deps, actions)
     if any(f.action == "deny" for f in findings):
         return decide(findings)
     constraints = evaluate_constraints(
-        request, deps.policies, deps.gatekeeper_inventory, actions, may_block=deps.may_block
+        request,
+        deps.policies,
+        deps.gatekeeper_inventory,
+        actions,
+        may_block=deps.may_block,
+        gpu=None if reviewed is None else count_gpus(reviewed[0].pod),
     )
     findings += constraints.findings
     if subject is None or any(f.action == "deny" for f in findings):
@@ -198,30 +224,70 @@ def decide(findings: list[Finding]) -> Decision:
 
 
 def skipped(request: AdmissionRequest, settings: ReviewSettings) -> bool:
-    """Requests we never review: our own, and those in excluded namespaces (no deadlocks)."""
-    if settings.own_username and request.get("userInfo", {}).get("username") == settings.own_username:
+    """Requests we never review: our own, those in excluded namespaces (no deadlocks, and the
+    GPU stack's own pods), and the kubelet's mirror pods."""
+    user = request.get("userInfo", {})
+    if settings.own_username and user.get("username") == settings.own_username:
         return True
     namespace = request.get("namespace") or ""
-    return bool(namespace) and glob_matches(settings.excluded_namespaces, namespace)
+    # A Namespace's own requests name it as their namespace: creating an exempt one is judged.
+    judged_namespace = request.get("kind", {}).get("kind") == "Namespace"
+    if namespace and not judged_namespace and glob_matches(settings.excluded_namespaces, namespace):
+        return True
+    return is_mirror_pod(request)
 
 
-def gpu_subject(request: AdmissionRequest, deps: ReviewDeps) -> Subject | None:
-    """The fast path: None unless this is a GPU pod in a namespace we review."""
-    settings = deps.settings
-    if skipped(request, settings):
-        return None
-    target = pod_target(request["object"])
+def is_mirror_pod(request: AdmissionRequest) -> bool:
+    """A kubelet reflecting a static pod: it runs whether or not we admit its mirror, and only a
+    node's own identity may create one (the NodeRestriction plugin), so denying it protects nothing."""
+    groups = request.get("userInfo", {}).get("groups") or ()
+    if NODES_GROUP not in groups or request["operation"] != "CREATE":
+        return False
+    obj = request.get("object")
+    metadata = obj.get("metadata") if isinstance(obj, dict) else None
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    return isinstance(annotations, dict) and MIRROR_ANNOTATION in annotations
+
+
+def malformed(error: ShapeError) -> Decision:
+    """An object whose fields have the wrong types is refused, and recorded as a finding."""
+    return deny(str(error), code=400, findings=(Finding(MALFORMED, "deny", str(error)),))
+
+
+def checked_target(request: AdmissionRequest) -> PodTarget | None:
+    """The pod of the reviewed object, shape-checked: every pod is, GPUs or not, since the
+    security rules read them all."""
+    target = pod_target(request.get("object"))
     if target is None:
-        return None
-    namespace = request.get("namespace") or _own_namespace(target) or "default"
-    if glob_matches(settings.excluded_namespaces, namespace):
-        return None
-    if not is_gpu_pod(target, deps.policies.shared_names):
         return None
     try:
         check_pod_shape(target)
     except ShapeError as e:
         raise ShapeError(f"{target.describe()}: {e}") from e
+    return target
+
+
+def reviewed_pod(request: AdmissionRequest, deps: ReviewDeps) -> tuple[PodTarget, str] | None:
+    """The shape-checked pod of a request we review, and its namespace; None for other objects.
+    Every pod is checked, GPUs or not: the security rules read them all."""
+    if skipped(request, deps.settings):
+        return None
+    target = checked_target(request)
+    if target is None:
+        return None
+    namespace = request.get("namespace") or _own_namespace(target) or "default"
+    if glob_matches(deps.settings.excluded_namespaces, namespace):
+        return None
+    return target, namespace
+
+
+def gpu_subject(reviewed: tuple[PodTarget, str] | None, deps: ReviewDeps) -> Subject | None:
+    """None unless the reviewed pod asks for GPUs; then its sharing policy, if one applies."""
+    if reviewed is None:
+        return None
+    target, namespace = reviewed
+    if not is_gpu_pod(target, deps.policies.shared_names):
+        return None
     # The apiserver gives every namespace this label; inventories and caches may omit it.
     labels = {"kubernetes.io/metadata.name": namespace, **deps.namespace_labels(namespace)}
     policy = select_policy(deps.policies.sharing, namespace, labels, target.labels)

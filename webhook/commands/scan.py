@@ -7,7 +7,7 @@ from pathlib import Path
 
 from webhook.audit.journal import Journal
 from webhook.audit.setup import build_journal
-from webhook.config import DEFAULT_NAMESPACE, Settings
+from webhook.config import EXEMPT_NAMESPACES, Settings
 from webhook.errors import ConfigError
 from webhook.inventory import load_inventory
 from webhook.policy.loader import load_directory
@@ -30,7 +30,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--exclude-namespaces",
         type=_csv,
-        default=("kube-system", DEFAULT_NAMESPACE),
+        default=EXEMPT_NAMESPACES,
         help="comma-separated namespace globs never reviewed, as serve --exclude-namespaces",
     )
     parser.add_argument("-o", "--output", choices=["table", "json"], default="table")

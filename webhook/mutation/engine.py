@@ -28,6 +28,7 @@ from webhook.mutation.needs import APPLIED, read_needs
 from webhook.mutation.shape import check_pod_shape
 from webhook.mutation.sharing import REWRITES
 from webhook.mutation.target import PodTarget, pod_target
+from webhook.mutation.void import void_devices
 from webhook.policy.model import SharingPolicy
 from webhook.types import KubeObject, PatchOperation
 from webhook.utilization.capacity import CapacityView
@@ -35,7 +36,8 @@ from webhook.utilization.capacity import CapacityView
 Mutator = Callable[[PodTarget, MutationContext], bool]
 # The order is the dependency order: placement hints read the required affinity and the
 # injected annotations (a KAI fraction makes a pod a sharing one); the checkpoint reads
-# the rewritten resources and the KAI annotations; the stamp comes last.
+# the rewritten resources and the KAI annotations; the device variable reads which
+# containers keep GPUs, the checkpoint agent included; the stamp comes last.
 PLACEMENT: tuple[Mutator, ...] = (
     inject.scheduler,
     inject.tolerations,
@@ -47,6 +49,7 @@ PLACEMENT: tuple[Mutator, ...] = (
     inject.add_annotations,
     hints.prefer_underutilized,
     checkpoint,
+    void_devices,
 )
 
 

@@ -1,8 +1,10 @@
-"""A quick structural check of the parts of a pod that mutators touch.
+"""A quick structural check of the parts of a pod that mutators and security rules read.
 
 kube-apiserver has already decoded a real request into typed structs, so this only
-ever fails for offline input or hostile bodies; it lets mutators trust the shape
-instead of guarding every access.
+ever fails for offline input or hostile bodies. It lets mutators trust the shape
+instead of guarding every access, and it keeps a malformed object from reaching the
+Rego rules, where a field of the wrong type is undefined and a rule that reads it
+finds nothing: `privileged: "true"` must be an error, never a clean pod.
 """
 
 from __future__ import annotations
@@ -11,9 +13,13 @@ from typing import Any
 
 from webhook.mutation.target import CONTAINER_LISTS, PodTarget
 
-_SPEC_LISTS = ("tolerations", "volumes")
-_SPEC_STRINGS = ("schedulerName", "priorityClassName", "runtimeClassName", "nodeName")
-_CONTAINER_LISTS = ("env", "volumeMounts", "envFrom")
+_SPEC_LISTS = ("tolerations", "resourceClaims")
+_SPEC_STRINGS = ("schedulerName", "priorityClassName", "runtimeClassName", "nodeName", "serviceAccountName")
+_SPEC_BOOLS = ("hostPID", "hostIPC", "hostNetwork", "hostUsers", "shareProcessNamespace")
+_CONTAINER_STRINGS = ("name", "image", "restartPolicy")
+_SECURITY_BOOLS = ("privileged", "allowPrivilegeEscalation", "readOnlyRootFilesystem", "runAsNonRoot")
+# Every list of containers a pod has, ephemeral ones included: they run on the node like the others.
+_ALL_CONTAINER_LISTS = (*CONTAINER_LISTS, "ephemeralContainers")
 
 
 class ShapeError(ValueError):
@@ -34,22 +40,90 @@ def check_pod_shape(target: PodTarget) -> None:
         return
     for key in _SPEC_STRINGS:
         _optional(spec, key, str, "spec.")
+    for key in _SPEC_BOOLS:
+        _optional(spec, key, bool, "spec.")
     _optional(spec, "terminationGracePeriodSeconds", int, "spec.")
     for key in _SPEC_LISTS:
         _list_of_maps(spec, key, "spec.")
-    for list_name in CONTAINER_LISTS:
+    for index, volume in enumerate(_list_of_maps(spec, "volumes", "spec.")):
+        _volume(volume, index)
+    for list_name in _ALL_CONTAINER_LISTS:
         for index, container in enumerate(_list_of_maps(spec, list_name, "spec.")):
-            _container(container, f"spec.{list_name}[{index}].")
+            _container(container, list_name, index)
     _affinity(spec.get("affinity"))
 
 
-def _container(container: dict[str, Any], prefix: str) -> None:
-    _optional(container, "name", str, prefix)
-    resources = _optional(container, "resources", dict, prefix) or {}
+def _volume(volume: dict[str, Any], index: int) -> None:
+    host_path = volume.get("hostPath")
+    if volume.get("name") is not None and type(volume["name"]) is not str:
+        raise ShapeError(f"spec.volumes[{index}].name must be a string")
+    if host_path is None:
+        return
+    prefix = f"spec.volumes[{index}].hostPath."
+    _require(isinstance(host_path, dict), prefix[:-1] + " must be an object")
+    _optional(host_path, "path", str, prefix)
+    _optional(host_path, "type", str, prefix)
+
+
+def _container(container: dict[str, Any], list_name: str, index: int) -> None:
+    # Runs for every container of every review: the path prefix is formatted only for an error.
+    for key in _CONTAINER_STRINGS:
+        value = container.get(key)
+        if value is not None and type(value) is not str:
+            raise ShapeError(f"{_where(list_name, index)}{key} must be a string")
+    resources = container.get("resources")
+    if resources is not None:
+        _resources(resources, list_name, index)
+    context = container.get("securityContext")
+    if context is not None:
+        _security_context(context, list_name, index)
+    for key in ("env", "envFrom", "volumeMounts"):
+        items = container.get(key)
+        if items is not None:
+            _entries(items, key, list_name, index)
+
+
+def _where(list_name: str, index: int) -> str:
+    return f"spec.{list_name}[{index}]."
+
+
+def _resources(resources: Any, list_name: str, index: int) -> None:
+    prefix = _where(list_name, index)
+    _require(isinstance(resources, dict), f"{prefix}resources must be an object")
     for section in ("limits", "requests"):
         _optional(resources, section, dict, f"{prefix}resources.")
-    for key in _CONTAINER_LISTS:
-        _list_of_maps(container, key, prefix)
+    _list_of_maps(resources, "claims", f"{prefix}resources.")
+
+
+def _security_context(context: Any, list_name: str, index: int) -> None:
+    prefix = f"{_where(list_name, index)}securityContext."
+    _require(isinstance(context, dict), prefix[:-1] + " must be an object")
+    for key in _SECURITY_BOOLS:
+        _optional(context, key, bool, prefix)
+    _optional(context, "procMount", str, prefix)
+    capabilities = _optional(context, "capabilities", dict, prefix)
+    if capabilities:
+        for key in ("add", "drop"):
+            _string_list(capabilities, key, f"{prefix}capabilities.")
+
+
+# The string fields of env, envFrom and volumeMounts entries that the security rules read.
+_ENTRY_STRINGS = {"env": ("name", "value"), "envFrom": ("prefix",), "volumeMounts": ("name", "mountPath")}
+_ENTRY_MAPS = {"env": ("valueFrom",), "envFrom": ("configMapRef", "secretRef"), "volumeMounts": ()}
+
+
+def _entries(items: Any, key: str, list_name: str, index: int) -> None:
+    if not (isinstance(items, list) and all(isinstance(item, dict) for item in items)):
+        raise ShapeError(f"{_where(list_name, index)}{key} must be a list of objects")
+    for position, item in enumerate(items):
+        for field in _ENTRY_STRINGS[key]:
+            value = item.get(field)
+            if value is not None and type(value) is not str:
+                raise ShapeError(f"{_where(list_name, index)}{key}[{position}].{field} must be a string")
+        for field in _ENTRY_MAPS[key]:
+            _optional(item, field, dict, f"{_where(list_name, index)}{key}[{position}].")
+        if key == "volumeMounts":
+            _optional(item, "readOnly", bool, f"{_where(list_name, index)}{key}[{position}].")
 
 
 def _affinity(affinity: Any) -> None:
@@ -84,6 +158,14 @@ def _list_of_maps(parent: dict[str, Any], key: str, prefix: str = "") -> list[di
     return list(value)
 
 
+def _string_list(parent: dict[str, Any], key: str, prefix: str) -> None:
+    value = parent.get(key)
+    if value is None:
+        return
+    if not (isinstance(value, list) and all(type(v) is str for v in value)):
+        raise ShapeError(f"{prefix}{key} must be a list of strings")
+
+
 def _string_map(parent: dict[str, Any], key: str, prefix: str) -> None:
     value = parent.get(key)
     if value is None:
@@ -97,4 +179,4 @@ def _require(condition: bool, message: str) -> None:
         raise ShapeError(message)
 
 
-_NAMES = {dict: "an object", str: "a string", int: "an integer", list: "a list"}
+_NAMES = {dict: "an object", str: "a string", int: "an integer", list: "a list", bool: "a boolean"}

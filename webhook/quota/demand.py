@@ -138,7 +138,7 @@ def shape_demand(shape: PodShape, settings: QuotaSettings) -> Usage:
 # A container's demand broken down by (dimension, resource name), so that the
 # Kubernetes max/sum rule applies per resource, as the scheduler reserves them.
 _Vector = dict[tuple[str, str], Fraction]
-_GPUS, _MEMORY, _COUNT = "gpus", "memory", "count"
+_GPUS, _MEMORY, _COUNT, _DEVICES = "gpus", "memory", "count", "devices"
 
 
 def _container_vector(amounts: Amounts, settings: QuotaSettings) -> _Vector:
@@ -153,6 +153,7 @@ def _container_vector(amounts: Amounts, settings: QuotaSettings) -> _Vector:
         if profile is not None:
             vector[(_GPUS, name)] = Fraction(count * profile.slices, settings.mig_slices_per_gpu)
             vector[(_MEMORY, name)] = Fraction(count * profile.memory_mib)
+            vector[(_DEVICES, name)] = Fraction(count)
         elif name != gpu.GPU and settings.replicas(name):
             _add_share_or_whole(vector, name, count, settings)
     return vector
@@ -162,6 +163,7 @@ def _add_share_or_whole(vector: _Vector, name: str, count: int, settings: QuotaS
     replicas = settings.replicas(name)
     share = Fraction(1, replicas) if replicas else settings.whole_gpu_weight
     vector[(_GPUS, name)] = count * share
+    vector[(_DEVICES, name)] = Fraction(count)
     if settings.card_memory_mib:
         vector[(_MEMORY, name)] = count * share * settings.card_memory_mib
 
@@ -188,6 +190,7 @@ def _add_hami(vector: _Vector, by_name: Mapping[str, int], settings: QuotaSettin
     else:
         share = Fraction(1)
     vector[(_GPUS, gpu.GPU)] = count * share
+    vector[(_DEVICES, gpu.GPU)] = Fraction(count)
     if memory is not None:
         vector[(_MEMORY, gpu.GPU)] = count * memory
 
@@ -200,7 +203,10 @@ def _kai_vector(kai: KaiRequest, settings: QuotaSettings) -> _Vector:
         assert kai.memory_mib is not None
         memory = Fraction(kai.memory_mib)
         share = min(memory / card, Fraction(1)) if card else Fraction(1)
-    vector = {(_GPUS, gpu.KAI_FRACTION): share * kai.devices}
+    vector = {
+        (_GPUS, gpu.KAI_FRACTION): share * kai.devices,
+        (_DEVICES, gpu.KAI_FRACTION): Fraction(kai.devices),
+    }
     if memory is not None:
         vector[(_MEMORY, gpu.KAI_FRACTION)] = memory * kai.devices
     return vector
@@ -222,7 +228,8 @@ def _collapse(vector: _Vector) -> Usage:
     gpus = sum((v for (dim, _), v in vector.items() if dim == _GPUS), ZERO)
     memory = sum((v for (dim, _), v in vector.items() if dim == _MEMORY), ZERO)
     counts = {name: v for (dim, name), v in vector.items() if dim == _COUNT and v}
-    return Usage(gpus, memory, counts)
+    devices = sum((v for (dim, _), v in vector.items() if dim == _DEVICES), ZERO)
+    return Usage(gpus, memory, counts, devices)
 
 
 def _containers(spec: Mapping[str, Any], field: str) -> list[Mapping[str, Any]]:

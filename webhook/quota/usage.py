@@ -22,12 +22,16 @@ class Usage:
     gpus: Fraction = ZERO
     gpu_memory_mib: Fraction = ZERO
     resources: Mapping[str, Fraction] = field(default_factory=dict)
+    # GPU devices a process can open: whole GPUs, shares, MIG slices, KAI devices. Not a quota
+    # dimension: max-per-pod reads it, so that it counts what quota counts.
+    devices: Fraction = ZERO
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.gpus + other.gpus,
             self.gpu_memory_mib + other.gpu_memory_mib,
             _merge(self.resources, other.resources, lambda a, b: a + b),
+            self.devices + other.devices,
         )
 
     def times(self, count: int) -> Usage:
@@ -35,6 +39,7 @@ class Usage:
             self.gpus * count,
             self.gpu_memory_mib * count,
             {name: amount * count for name, amount in self.resources.items()},
+            self.devices * count,
         )
 
     def maximum(self, other: Usage) -> Usage:
@@ -43,6 +48,7 @@ class Usage:
             max(self.gpus, other.gpus),
             max(self.gpu_memory_mib, other.gpu_memory_mib),
             _merge(self.resources, other.resources, max),
+            max(self.devices, other.devices),
         )
 
     def amount(self, dimension: str) -> Fraction:
@@ -55,7 +61,8 @@ class Usage:
 
     @property
     def is_zero(self) -> bool:
-        return not self.gpus and not self.gpu_memory_mib and not any(self.resources.values())
+        amounts = (self.gpus, self.gpu_memory_mib, self.devices, *self.resources.values())
+        return not any(amounts)
 
 
 NOTHING = Usage()

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.accounting import GpuCount
 from webhook.decision import Finding
 from webhook.policy.model import PolicySet
 from webhook.types import AdmissionRequest, EnforcementAction
@@ -28,14 +29,16 @@ def evaluate_constraints(
     actions: frozenset[EnforcementAction],
     *,
     may_block: bool = True,
+    gpu: GpuCount | None = None,
 ) -> ConstraintOutcome:
-    """With `may_block` False, raise WouldBlock if any constraint needs its engine (Rego)."""
+    """With `may_block` False, raise WouldBlock if any constraint needs its engine (Rego).
+    `gpu` is the reviewed pod's GPU count (webhook.accounting), for templates that count."""
     constraints, engine = policies.constraints, policies.engine
     if not constraints or engine is None:
         return NOTHING
     wanted = constraints.reads_namespaces or any(t.uses_inventory for t in engine.templates.values())
     results = engine.evaluate(
-        request, constraints, inventory() if wanted and inventory else None, may_block=may_block
+        request, constraints, inventory() if wanted and inventory else None, may_block=may_block, gpu=gpu
     )
     findings = [f for result in results for f in _findings(result) if f.action in actions]
     violated = sorted({r.constraint.name for r in results if r.violations or r.error})

@@ -11,8 +11,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from webhook.accounting import NO_GPUS, GpuCount, count_object
 from webhook.errors import WouldBlock
-from webhook.policy.engines.layout import ParameterTable
+from webhook.policy.engines.layout import ParameterTable, input_document
 from webhook.validation.constraint_match import MatchIndex, NamespaceUnknown
 from webhook.validation.gatekeeper import Constraint, ConstraintTemplate
 from webhook.validation.gatekeeper_input import Inventory, review_of_request, subjects
@@ -31,11 +32,14 @@ class Engine(Protocol):
         inventory: Inventory | None = None,
         *,
         may_block: bool = True,
+        gpu: GpuCount | None = None,
     ) -> list[ConstraintResult]:
         """Evaluate every applicable constraint; never raises for a policy's own failure.
 
         With `may_block` False, raise WouldBlock rather than run Rego: only what matching and
-        prechecks settle is answered.
+        prechecks settle is answered. `gpu` is the object's GPU count when the caller knows
+        more than the object shows (claims resolved from the cluster); otherwise it is counted
+        from the object.
         """
         ...
 
@@ -92,10 +96,15 @@ class Plan:
     by_kind: dict[str, list[Constraint]]
     decided: list[ConstraintResult]  # failures found without Rego: undecidable match, missing template
     inventory: Inventory | None  # only when an applicable template reads data.inventory
+    gpu: dict[str, Any]  # input.gpu: the object's GPU count (webhook.accounting)
 
     @property
     def constraints(self) -> list[Constraint]:
         return [c for group in self.by_kind.values() for c in group]
+
+    def input(self, asked: Mapping[str, Any]) -> dict[str, Any]:
+        """The input document for the constraints in `asked` (see layout.input_document)."""
+        return input_document(self.review, asked, self.inventory, self.gpu)
 
 
 def plan(
@@ -106,6 +115,7 @@ def plan(
     prechecks: Mapping[str, Precheck] | None = None,
     *,
     may_block: bool = True,
+    gpu: GpuCount | None = None,
 ) -> Plan:
     """`prechecks` (kind to precheck) clear constraints that certainly find nothing, without Rego.
 
@@ -113,7 +123,11 @@ def plan(
     """
     review = review_of_request(request)
     matched, decided = constraints.applicable(review, inventory)
-    pod = pod_create(review) if prechecks and any(c.kind in prechecks for c in matched) else None
+    if matched and gpu is None:
+        gpu = count_object(review.get("object"))
+    counted = (gpu or NO_GPUS).as_input()
+    wanted = prechecks and any(c.kind in prechecks for c in matched)
+    pod = pod_create(review, counted) if wanted else None
     by_kind: dict[str, list[Constraint]] = {}
     for constraint in matched:
         if constraint.kind not in templates:
@@ -125,7 +139,7 @@ def plan(
     if by_kind and not may_block:
         raise WouldBlock(f"Rego evaluation of {', '.join(sorted(by_kind))}")
     needs_inventory = any(templates[kind].uses_inventory for kind in by_kind)
-    return Plan(review, by_kind, decided, (inventory or {}) if needs_inventory else None)
+    return Plan(review, by_kind, decided, (inventory or {}) if needs_inventory else None, counted)
 
 
 def _cleared(check: Precheck | None, pod: PodCreate, constraint: Constraint) -> bool:

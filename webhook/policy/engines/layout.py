@@ -36,6 +36,9 @@ from webhook.validation.results import ConstraintResult, violations_from_rego
 TEMPLATES, LIBS, WRAPPERS = "gkt", "gkl", "gkw"
 # Extra input keys the wrapper reads; a template sees `review` and `parameters` as in Gatekeeper.
 CONSTRAINTS_KEY, INVENTORY_KEY = "_gk_constraints", "_gk_inventory"
+# The webhook's own GPU count of the object under review (webhook.accounting), for templates
+# that count GPUs: `input.gpu`. Gatekeeper itself has no such key.
+GPU_KEY = "gpu"
 # Where constraint parameters live: data.gk_parameters[Kind][key].
 PARAMETERS_DATA = "gk_parameters"
 # What a template's `input.parameters` becomes: the wrapper binds it per parameter set.
@@ -179,10 +182,13 @@ class ParameterTable:
 
 
 def input_document(
-    review: Mapping[str, Any], asked: Mapping[str, Any], inventory: Mapping[str, Any] | None
+    review: Mapping[str, Any],
+    asked: Mapping[str, Any],
+    inventory: Mapping[str, Any] | None,
+    gpu: Mapping[str, Any],
 ) -> dict[str, Any]:
     """`asked` is `ParameterTable.parameters(…)`, or `.keys(…)` for an engine with parameters as data."""
-    document: dict[str, Any] = {"review": review, CONSTRAINTS_KEY: asked}
+    document: dict[str, Any] = {"review": review, CONSTRAINTS_KEY: asked, GPU_KEY: gpu}
     if inventory is not None:
         document[INVENTORY_KEY] = inventory
     return document

@@ -19,6 +19,7 @@ import requests
 from opa_client import OpaClient
 from opa_client.errors import RegoParseError
 
+from webhook.accounting import GpuCount
 from webhook.errors import ConfigError, PolicyError, PolicyProblem
 from webhook.policy.engines import ConstraintSet, Plan, plan
 from webhook.policy.engines.layout import (
@@ -28,7 +29,6 @@ from webhook.policy.engines.layout import (
     Module,
     ParameterTable,
     all_results_module,
-    input_document,
     read_results,
     template_modules,
 )
@@ -148,13 +148,16 @@ class OpaEngine:
         inventory: Inventory | None = None,
         *,
         may_block: bool = True,
+        gpu: GpuCount | None = None,
     ) -> list[ConstraintResult]:
-        work = plan(request, constraints, inventory, self.templates, self._prechecks, may_block=may_block)
+        work = plan(
+            request, constraints, inventory, self.templates, self._prechecks, may_block=may_block, gpu=gpu
+        )
         if not work.by_kind:
             return work.decided
         try:
             table = self._sync_parameters(constraints)
-            value = self._query(input_document(work.review, table.keys(work.constraints), work.inventory))
+            value = self._query(work.input(table.keys(work.constraints)))
         except Unreachable as e:
             return work.decided + self._unreachable(work.constraints, str(e))
         except EvaluationFailed:
@@ -181,7 +184,7 @@ class OpaEngine:
         results: list[ConstraintResult] = []
         for constraint in work.constraints:
             try:
-                value = self._query(input_document(work.review, table.keys([constraint]), work.inventory))
+                value = self._query(work.input(table.keys([constraint])))
                 results += read_results(_field(value, constraint.kind), [constraint], table)
             except EvaluationFailed as e:
                 results.append(ConstraintResult(constraint, error=f"evaluation failed: {e}"))

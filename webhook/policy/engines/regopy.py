@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 from regopy import Interpreter, LogLevel, RegoError, rego_shared
 
+from webhook.accounting import GpuCount
 from webhook.errors import PolicyError, PolicyProblem
 from webhook.policy.engines import ConstraintSet, Plan, plan
 from webhook.policy.engines.layout import (
@@ -26,7 +27,6 @@ from webhook.policy.engines.layout import (
     ParameterTable,
     direct_entrypoint,
     entrypoint,
-    input_document,
     read_results,
     regopy_errors,
     template_modules,
@@ -150,13 +150,16 @@ class RegoEngine:
         inventory: Inventory | None = None,
         *,
         may_block: bool = True,
+        gpu: GpuCount | None = None,
     ) -> list[ConstraintResult]:
-        work = plan(request, constraints, inventory, self.templates, self._prechecks, may_block=may_block)
+        work = plan(
+            request, constraints, inventory, self.templates, self._prechecks, may_block=may_block, gpu=gpu
+        )
         if not work.by_kind:
             return work.decided
         table = constraints.parameters
         asked = [c for c in work.constraints if c.kind not in self._fixed]  # fixed ones are in their bundles
-        self._set_input(input_document(work.review, table.parameters(asked), work.inventory))
+        self._set_input(work.input(table.parameters(asked)))
         results, failed = work.decided, []
         for kind, group in work.by_kind.items():
             try:
@@ -173,7 +176,7 @@ class RegoEngine:
         """After a template failed, find which of its constraints fail, and why."""
         results = []
         for constraint in group:
-            self._set_input(input_document(work.review, table.parameters([constraint]), work.inventory))
+            self._set_input(work.input(table.parameters([constraint])))
             try:
                 results += read_results(self._query(constraint.kind), [constraint], table)
             except RuntimeFailure as e:

@@ -29,14 +29,16 @@ Precheck = Callable[[PodCreate, Mapping[str, Any]], bool]
 # Fingerprints of the templates in policies/security, each with the check that models it.
 # tests/validation/test_prechecks.py fails when a bundled template no longer has its entry.
 PRECHECKS: dict[str, Precheck] = {
+    "8432d5dc0841a8334578cff57e4eeeb5081940e27db6555e022b5719258d9e89": bundle.added_capabilities,
     "58c878b92413fafcc4fd7802f9533065daf8add5d6f28a432da25e7f5e85b3d8": bundle.allowed_registries,
-    "4d06eefb6ba0e168f43478aff47d606754eafe70eac93551823c9f73d7ffa8a0": bundle.added_capabilities,
-    "daf8926940a194b529b28630ad99b6e292e73fba6e8f2c6852e4303b58cd079d": bundle.device_environment,
-    "3792ff772d138456d1e8357c1c33d8afa9585478fc0f580ef856f40ebf34e095": bundle.host_device_path,
-    "68bfcb10a2be62abdfbbf1b0ce38323ac97e2790196153e85067a13da439c7b3": bundle.host_namespaces,
-    "40b582a0360eae2205b065dc13a3529c64ff4df27f3da8ec3078e0cb8f3ccb60": bundle.max_per_pod,
-    "418a2b8808d64f601194028ca0b4d4a3fe45fef53fd0699cb91db523f5c00899": bundle.preset_node_name,
-    "8303dec89a589bda7286e2cab7240058079397ebf3ffeda4af5a8a5508d88391": bundle.privileged_container,
+    "fcc52384329ce0e877c546227dac43a2a09d29f9ee4832768181c9b17bbb4c94": bundle.cdi_annotations,
+    "bdefdb9cbb95027788744a4917d7b7a2cdf0805c8a9113fbb5f5716406623048": bundle.device_environment,
+    "a65a8485091c4a8fb129e07d9d35d22a22e48f1b3d273c7141d9c326c921d9b0": bundle.device_list_mounts,
+    "6808dcfb1de4998750260ebbd339f5e6ff7172b12c7e12c260307c868439adb5": bundle.host_namespaces,
+    "fca9efc5f9b51994f862602d36f0e625ecfe52dbefbb849bd8167d2b0b1c17af": bundle.host_paths,
+    "c1026acbe07399ca02122e283ae898a53014a199260763cb69d1ef4ac49443ce": bundle.max_per_pod,
+    "c2a9e44fcaeb4f22aad236fd0adb9ef64bfc3953d054c1179fab0d89edd9daf2": bundle.preset_node_name,
+    "056fcf5f12e22477bee12dd9591de4f6b1e9d1a223bff55004e517e33d293860": bundle.privileged_container,
     "017cd63407de06541baba8e2cdda6c0729210ae2c32c8c5e27d05a407aa70018": bundle.scheduler_annotations,
 }
 

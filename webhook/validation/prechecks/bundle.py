@@ -64,9 +64,34 @@ def _full_name(image: str) -> str:
 
 # GpuAddedCapabilities: no container adds a capability in `capabilities`.
 
+_NODE_CAPABILITIES = [
+    "ALL",
+    "SYS_ADMIN",
+    "SYS_MODULE",
+    "SYS_RAWIO",
+    "SYS_PTRACE",
+    "SYS_BOOT",
+    "SYS_TIME",
+    "SYS_RESOURCE",
+    "SYS_PACCT",
+    "SYS_TTY_CONFIG",
+    "SYSLOG",
+    "DAC_READ_SEARCH",
+    "LINUX_IMMUTABLE",
+    "MAC_ADMIN",
+    "MAC_OVERRIDE",
+    "AUDIT_CONTROL",
+    "AUDIT_READ",
+    "BPF",
+    "PERFMON",
+    "CHECKPOINT_RESTORE",
+    "WAKE_ALARM",
+    "BLOCK_SUSPEND",
+]
+
 
 def added_capabilities(pod: PodCreate, parameters: Parameters) -> bool:
-    listed = _strings(parameters, "capabilities", ["SYS_ADMIN", "ALL"])
+    listed = _strings(parameters, "capabilities", _NODE_CAPABILITIES)
     # Rego's upper() and Python's differ beyond ASCII ("ß"): leave such names to Rego.
     if listed is None or not all(name.isascii() for name in listed):
         return False
@@ -95,83 +120,174 @@ def _normal(capability: str) -> str:
     return upper[4:] if upper.startswith("CAP_") else upper
 
 
-# GpuDeviceEnvironment: no container sets a device variable, nor takes envFrom (unless allowed).
+# GpuDeviceEnvironment: no device variable but void, none or empty; driver capabilities from the
+# allowed list; no envFrom prefix that could spell a device variable; no envFrom without a prefix
+# in a container that gets GPUs.
 
-_DEVICE_VARIABLES = ["NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "NVIDIA_MIG_CONFIG_DEVICES"]
+_DEVICE_VARIABLES = [
+    "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_MIG_CONFIG_DEVICES",
+    "NVIDIA_MIG_MONITOR_DEVICES",
+    "NVIDIA_IMEX_CHANNELS",
+    "NVIDIA_GDS",
+    "NVIDIA_MOFED",
+    "NVIDIA_NVSWITCH",
+    "NVIDIA_GDRCOPY",
+]
+_QUIET_VALUES = ["void", "none", ""]
+_DRIVER_CAPABILITIES = ["compute", "compat32", "graphics", "utility", "video", "display", "ngx"]
+_CAPABILITIES_VARIABLE = "NVIDIA_DRIVER_CAPABILITIES"
+# A capability as the toolkit spells them; anything else (a tab, a non-ASCII space) is left to
+# Rego, whose trim_space may read it otherwise than Python.
+_CAPABILITY_WORD = re.compile(r" *([a-z0-9_]*) *")
+_GPU_RESOURCES = {
+    "nvidia.com/gpu",
+    "nvidia.com/gpu.shared",
+    "nvidia.com/gpumem",
+    "nvidia.com/gpumem-percentage",
+    "nvidia.com/gpucores",
+}
+_KAI_ANNOTATIONS = ("gpu-fraction", "gpu-memory")
 
 
 def device_environment(pod: PodCreate, parameters: Parameters) -> bool:
     variables = _strings(parameters, "variables", _DEVICE_VARIABLES)
-    if variables is None:
+    quiet = _strings(parameters, "allowedValues", _QUIET_VALUES)
+    capabilities = _strings(parameters, "allowedDriverCapabilities", _DRIVER_CAPABILITIES)
+    extra = _strings(parameters, "extraGpuResources", [])
+    if variables is None or quiet is None or capabilities is None or extra is None:
         return False
     env_from_checked = parameters.get("allowEnvFrom") is not True
-    for _, container in pod.containers:
-        env = _optional(container, "env")
-        if not isinstance(env, list) or not all(isinstance(e, Mapping) for e in env):
+    for field, container in pod.containers:
+        if not _quiet_env(_optional(container, "env"), variables, quiet, capabilities):
             return False
-        if any(e.get("name") in variables for e in env):
+        sources = _optional(container, "envFrom")
+        if not isinstance(sources, list) or not all(isinstance(s, Mapping) for s in sources):
             return False
-        if env_from_checked and _optional(container, "envFrom") != []:
+        for source in sources:
+            prefix = source.get("prefix", "")
+            if type(prefix) is not str:
+                return False
+            if prefix and any(variable.startswith(prefix) for variable in variables):
+                return False
+            if not prefix and env_from_checked and _may_get_gpus(pod, field, container, extra):
+                return False
+    return True
+
+
+def _quiet_env(env: Any, variables: list[str], quiet: list[str], capabilities: list[str]) -> bool:
+    if not isinstance(env, list) or not all(isinstance(e, Mapping) for e in env):
+        return False
+    for entry in env:
+        name = entry.get("name")
+        if name not in variables and name != _CAPABILITIES_VARIABLE:
+            continue
+        value = entry.get("value", "")
+        if "valueFrom" in entry or type(value) is not str:
+            return False
+        if name in variables and value not in quiet:
+            return False
+        if name == _CAPABILITIES_VARIABLE and not _known_capabilities(value, capabilities):
             return False
     return True
 
 
-# GpuHostDevicePath: no hostPath volume at all; any hostPath is left to Rego.
+def _known_capabilities(value: str, allowed: list[str]) -> bool:
+    for part in value.split(","):
+        word = _CAPABILITY_WORD.fullmatch(part)
+        if word is None or (word[1] and word[1] not in allowed):
+            return False
+    return True
 
 
-def host_device_path(pod: PodCreate, parameters: Parameters) -> bool:
+def _may_get_gpus(pod: PodCreate, field: str, container: Mapping[str, Any], extra: list[str]) -> bool:
+    """True unless the container certainly gets no GPU (the bundle's gets_gpu is false)."""
+    resources = _optional(container, "resources")
+    if resources == []:
+        resources = {}
+    if not isinstance(resources, Mapping):
+        return True
+    for section in ("limits", "requests"):
+        values = _optional(resources, section)
+        if values == []:
+            continue
+        if not isinstance(values, Mapping):
+            return True
+        for name in values:
+            if name in _GPU_RESOURCES or name in extra or str(name).startswith("nvidia.com/mig-"):
+                return True
+    if _optional(resources, "claims") != []:
+        return True
+    annotations = pod.metadata.get("annotations", {})
+    if not isinstance(annotations, Mapping):
+        return True
+    return field == "containers" and any(key in annotations for key in _KAI_ANNOTATIONS)
+
+
+# GpuHostPaths: no hostPath volume at all; any hostPath is left to Rego.
+
+
+def host_paths(pod: PodCreate, parameters: Parameters) -> bool:
     volumes = _optional(pod.spec, "volumes")
     if not isinstance(volumes, list):
         return False
     return all(isinstance(v, Mapping) and v.get("hostPath") is None for v in volumes)
 
 
-# GpuHostNamespaces: neither hostIPC nor hostPID is true.
+# GpuDeviceListMounts: no mount path names nvidia-container-devices.
+
+
+def device_list_mounts(pod: PodCreate, parameters: Parameters) -> bool:
+    for _, container in pod.containers:
+        mounts = _optional(container, "volumeMounts")
+        if not isinstance(mounts, list):
+            return False
+        for mount in mounts:
+            if not isinstance(mount, Mapping):
+                return False
+            path = mount.get("mountPath")
+            if type(path) is not str or "nvidia-container-devices" in path:
+                return False
+    return True
+
+
+# GpuCdiAnnotations: no annotation the container runtime reads as a CDI device request.
+
+
+def cdi_annotations(pod: PodCreate, parameters: Parameters) -> bool:
+    prefixes = _strings(parameters, "annotationPrefixes", [])
+    annotations = pod.metadata.get("annotations", {})
+    if prefixes is None or not isinstance(annotations, Mapping):
+        return False
+    return not any(_cdi_key(key, prefixes) for key in annotations)
+
+
+def _cdi_key(key: Any, prefixes: list[str]) -> bool:
+    if not isinstance(key, str):
+        return True
+    domain, slash, _ = key.partition("/")
+    cdi_domain = domain == "cdi.k8s.io" or domain.endswith(".cdi.k8s.io")
+    return (bool(slash) and cdi_domain) or key.startswith(tuple(prefixes))
+
+
+# GpuHostNamespaces: neither hostIPC, hostPID nor (unless allowed) hostNetwork is true.
 
 
 def host_namespaces(pod: PodCreate, parameters: Parameters) -> bool:
+    network_checked = parameters.get("allowHostNetwork", False) is not True
+    if network_checked and pod.spec.get("hostNetwork") is True:
+        return False
     return pod.spec.get("hostIPC") is not True and pod.spec.get("hostPID") is not True
 
 
-# GpuMaxPerPod: the pod's effective count of `resources` is at most `max`.
-
-# Counts that to_number reads alike in every Rego: no sign, exponent, point or leading zero.
-_PLAIN_COUNT = re.compile(r"0|[1-9][0-9]{0,14}")
+# GpuMaxPerPod: gpu-webhook's count (input.gpu) is at most `max`, and was read without error.
 
 
 def max_per_pod(pod: PodCreate, parameters: Parameters) -> bool:
-    resources = _strings(parameters, "resources", ["nvidia.com/gpu"])
-    limit = parameters.get("max")
-    if resources is None or type(limit) is not int or abs(limit) >= 2**53:
+    limit, devices = parameters.get("max"), pod.gpu.get("devices")
+    if "error" in pod.gpu or type(devices) is not int or type(limit) is not int:
         return False
-    app, init = 0, 0
-    for field, container in pod.containers:
-        if field == "ephemeralContainers":
-            continue
-        count = _gpus(container, resources)
-        if count is None:
-            return False
-        app, init = (app + count, init) if field == "containers" else (app, max(init, count))
-    return max(app, init) <= limit
-
-
-def _gpus(container: Mapping[str, Any], resources: list[str]) -> int | None:
-    """Sum over `resources` (repeats count again) of the limit, else the request, else 0."""
-    sections = container.get("resources", {})
-    if not isinstance(sections, Mapping):
-        return None
-    limits, requests = sections.get("limits", {}), sections.get("requests", {})
-    if not isinstance(limits, Mapping) or not isinstance(requests, Mapping):
-        return None
-    total = 0
-    for resource in resources:
-        value = limits[resource] if resource in limits else requests.get(resource, 0)
-        if type(value) is str and _PLAIN_COUNT.fullmatch(value):
-            value = int(value)
-        if type(value) is not int or abs(value) >= 2**53:
-            return None
-        total += value
-    return total
+    return devices <= limit
 
 
 # GpuPresetNodeName: spec.nodeName is unset or empty.

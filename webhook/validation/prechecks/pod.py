@@ -15,9 +15,13 @@ class PodCreate:
     metadata: Mapping[str, Any]
     # Every container of every kind, as (field, container), in the order Rego iterates them.
     containers: tuple[tuple[str, Mapping[str, Any]], ...]
+    # input.gpu, the webhook's GPU count of the pod (webhook.accounting.GpuCount.as_input).
+    gpu: Mapping[str, Any]
+    # input.review.userInfo, for rules that exempt users or groups.
+    user: Mapping[str, Any]
 
 
-def pod_create(review: Mapping[str, Any]) -> PodCreate | None:
+def pod_create(review: Mapping[str, Any], gpu: Mapping[str, Any]) -> PodCreate | None:
     """The pod of a review that creates one, or None for anything else (updates, workloads, odd shapes).
 
     None sends every template to Rego, so this only accepts what the prechecks were written
@@ -39,4 +43,5 @@ def pod_create(review: Mapping[str, Any]) -> PodCreate | None:
         if not isinstance(listed, list) or not all(isinstance(c, Mapping) for c in listed):
             return None
         containers += [(field, c) for c in listed]
-    return PodCreate(spec, metadata, tuple(containers))
+    user = review.get("userInfo")
+    return PodCreate(spec, metadata, tuple(containers), gpu, user if isinstance(user, Mapping) else {})

@@ -1,0 +1,314 @@
+"""Every route to a node's GPUs that does not go through a GPU request, tried as an attacker would.
+
+Each case goes through the installed webhook configurations (manifests/base), rules, selectors
+and CEL matchConditions included, as kube-apiserver dispatches them: /mutate first with its
+patch applied, then /validate, answered by review() with the policies `make run` serves. The
+legitimate pods of the GPU stack must pass with their patch applied.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import BUNDLED_POLICIES
+from tests.support.cel import CelProcess
+from tests.support.dispatch import Admission, Dispatcher, Request, in_process
+from webhook.policy.loader import load_directory
+from webhook.review import ReviewDeps
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIGURATIONS = [REPO / "manifests" / "base" / name for name in ("mutatingwebhook.yaml", "validatingwebhook.yaml")]
+GPU = {"nvidia.com/gpu": "1"}
+
+
+@pytest.fixture(scope="module")
+def dispatcher() -> Iterator[Dispatcher]:
+    configurations = [yaml.safe_load(path.read_text()) for path in CONFIGURATIONS]
+    cel = CelProcess()
+    deps = ReviewDeps(policies=load_directory(BUNDLED_POLICIES))
+    yield Dispatcher(configurations, cel, in_process(deps))
+    cel.close()
+
+
+def container(name: str = "main", limits: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
+    found: dict[str, Any] = {"name": name, "image": "registry.example.com/app:1", **extra}
+    if limits:
+        found["resources"] = {"limits": dict(limits)}
+    return found
+
+
+def pod(*containers: dict[str, Any], namespace: str = "team-a", annotations: Any = None, **spec: Any) -> Any:
+    metadata: dict[str, Any] = {"name": "p", "namespace": namespace}
+    if annotations:
+        metadata["annotations"] = annotations
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": {"containers": list(containers) or [container()], **spec},
+    }
+
+
+def host_path(path: str, mount: str = "/host", **volume: Any) -> Any:
+    return pod(
+        container(volumeMounts=[{"name": "h", "mountPath": mount}]),
+        volumes=[{"name": "h", "hostPath": {"path": path, **volume}}],
+    )
+
+
+def capability(name: str, where: str = "containers") -> Any:
+    context = {"securityContext": {"capabilities": {"add": [name]}}}
+    if where == "containers":
+        return pod(container(**context))
+    return pod(container(), **{where: [container("extra", **context)]})
+
+
+def env(name: str, value: str | None = None, *, gpu: bool = False, **entry: Any) -> Any:
+    item: dict[str, Any] = {"name": name, **({"value": value} if value is not None else {}), **entry}
+    return pod(container(limits=GPU if gpu else None, env=[item]))
+
+
+def native_sidecar_gpus() -> Any:
+    sidecar = container("helper", {"nvidia.com/gpu": "8"}, restartPolicy="Always")
+    return pod(container("main", {"nvidia.com/gpu": "8"}), initContainers=[sidecar])
+
+
+def workload(kind: str, template_spec: dict[str, Any]) -> tuple[str, Any]:
+    template = {"metadata": {"labels": {"app": "x"}}, "spec": template_spec}
+    if kind == "PodTemplate":
+        return "podtemplates", {
+            "apiVersion": "v1",
+            "kind": "PodTemplate",
+            "metadata": {"name": "t", "namespace": "team-a"},
+            "template": template,
+        }
+    return "replicationcontrollers", {
+        "apiVersion": "v1",
+        "kind": "ReplicationController",
+        "metadata": {"name": "rc", "namespace": "team-a"},
+        "spec": {"replicas": 1, "selector": {"app": "x"}, "template": template},
+    }
+
+
+PRIVILEGED = container(securityContext={"privileged": True})
+CLAIM = {"name": "gpus", "resourceClaimTemplateName": "eight-gpus"}
+
+# (what the attacker tries, the pod or (resource, object), a phrase the denial must contain)
+ESCAPES: list[tuple[str, Any, str]] = [
+    ("privileged, no GPU, preset nodeName", pod(PRIVILEGED, nodeName="gpu-node-1"), "is privileged"),
+    ("hostPID, no GPU, preset nodeName", pod(hostPID=True, nodeName="gpu-node-1"), "spec.hostPID"),
+    ("hostIPC", pod(hostIPC=True), "spec.hostIPC"),
+    ("hostNetwork", pod(hostNetwork=True), "spec.hostNetwork"),
+    ("preset nodeName alone", pod(nodeName="gpu-node-1"), "bypasses the scheduler"),
+    ("/dev/null under the device-list root", host_path("/dev/null", "/var/run/nvidia-container-devices/all"),
+     "device requests"),
+    ("an emptyDir under the device-list root",
+     pod(container(volumeMounts=[{"name": "e", "mountPath": "/run/nvidia-container-devices/GPU-0"}]),
+         volumes=[{"name": "e", "emptyDir": {}}]), "device requests"),
+    ("the device-list root spelled with //", pod(
+        container(volumeMounts=[{"name": "e", "mountPath": "/var/run//nvidia-container-devices//all/"}]),
+        volumes=[{"name": "e", "emptyDir": {}}]), "device requests"),
+    ("kubelet device-plugin socket", host_path("/var/lib/kubelet/device-plugins"), "not on the allowed list"),
+    ("kubelet pod-resources socket", host_path("/var/lib/kubelet/pod-resources/kubelet.sock"), "allowed list"),
+    ("containerd socket", host_path("/run/containerd/containerd.sock"), "allowed list"),
+    ("CRI-O socket", host_path("/var/run/crio/crio.sock"), "allowed list"),
+    ("containerd configuration", host_path("/etc/containerd"), "allowed list"),
+    ("the toolkit's configuration", host_path("/etc/nvidia-container-runtime"), "allowed list"),
+    ("the toolkit's install", host_path("/usr/local/nvidia/toolkit"), "allowed list"),
+    ("/sys", host_path("/sys"), "allowed list"),
+    ("/dev/char", host_path("/dev/char"), "allowed list"),
+    ("a /dev/char link to a GPU", host_path("/dev/char/195:0"), "allowed list"),
+    ("/dev/char/195:255, nvidiactl", host_path("/dev/char/195:255"), "allowed list"),
+    ("the driver root", host_path("/run/nvidia/driver"), "allowed list"),
+    ("a relative path", host_path("dev/nvidia0"), "not an absolute path"),
+    ("a .. segment", host_path("/var/log/../../dev"), "'..'"),
+    ("double slashes", host_path("//dev//nvidia0"), "allowed list"),
+    ("a trailing slash", host_path("/dev/"), "allowed list"),
+    ("the root", host_path("/"), "allowed list"),
+    ("SYS_MODULE", capability("SYS_MODULE"), "SYS_MODULE"),
+    ("SYS_RAWIO", capability("sys_rawio"), "sys_rawio"),
+    ("BPF with a CAP_ prefix", capability("CAP_BPF"), "CAP_BPF"),
+    ("PERFMON", capability("PERFMON"), "PERFMON"),
+    ("DAC_READ_SEARCH", capability("DAC_READ_SEARCH"), "DAC_READ_SEARCH"),
+    ("SYS_PTRACE", capability("SYS_PTRACE"), "SYS_PTRACE"),
+    ("ALL in mixed case", capability("All"), "All"),
+    ("cap_all", capability("cap_all"), "cap_all"),
+    ("SYS_ADMIN in an init container", capability("SYS_ADMIN", "initContainers"), "SYS_ADMIN"),
+    ("NVIDIA_VISIBLE_DEVICES=all, no GPU", env("NVIDIA_VISIBLE_DEVICES", "all"), "NVIDIA_VISIBLE_DEVICES=all"),
+    ("NVIDIA_VISIBLE_DEVICES=0 in a GPU pod", env("NVIDIA_VISIBLE_DEVICES", "0", gpu=True), "=0"),
+    ("IMEX channels", env("NVIDIA_IMEX_CHANNELS", "all"), "NVIDIA_IMEX_CHANNELS"),
+    ("MOFED", env("NVIDIA_MOFED", "enabled"), "NVIDIA_MOFED"),
+    ("NVSwitch", env("NVIDIA_NVSWITCH", "enabled"), "NVIDIA_NVSWITCH"),
+    ("GDS", env("NVIDIA_GDS", "enabled"), "NVIDIA_GDS"),
+    ("GDRCopy", env("NVIDIA_GDRCOPY", "enabled"), "NVIDIA_GDRCOPY"),
+    ("MIG monitor devices", env("NVIDIA_MIG_MONITOR_DEVICES", "all"), "NVIDIA_MIG_MONITOR_DEVICES"),
+    ("MIG config devices", env("NVIDIA_MIG_CONFIG_DEVICES", "all"), "NVIDIA_MIG_CONFIG_DEVICES"),
+    ("a device variable from a Secret",
+     env("NVIDIA_VISIBLE_DEVICES", valueFrom={"secretKeyRef": {"name": "s", "key": "k"}}), "valueFrom"),
+    ("envFrom with prefix NVIDIA_",
+     pod(container(envFrom=[{"prefix": "NVIDIA_", "configMapRef": {"name": "c"}}])), "prefix NVIDIA_"),
+    ("envFrom with prefix N", pod(container(envFrom=[{"prefix": "N", "secretRef": {"name": "s"}}])), "prefix N"),
+    ("envFrom without prefix in a GPU container",
+     pod(container(limits=GPU, envFrom=[{"configMapRef": {"name": "c"}}])), "gets GPUs and takes envFrom"),
+    ("driver capabilities all", env("NVIDIA_DRIVER_CAPABILITIES", "all", gpu=True), "with all"),
+    ("a DRA claim and privileged", pod(
+        container(securityContext={"privileged": True}, resources={"claims": [{"name": "gpus"}]}),
+        resourceClaims=[CLAIM]), "is privileged"),
+    ("16 GPUs, 8 of them in a native sidecar", native_sidecar_gpus(), "asks for 16 GPUs"),
+    ("9 MIG slices", pod(container(limits={"nvidia.com/mig-1g.10gb": "9"})), "asks for 9 GPUs"),
+    ("10 GPUs spelled 1e1", pod(container(limits={"nvidia.com/gpu": "1e1"})), "asks for 10 GPUs"),
+    ("9 GPUs spelled 9000m", pod(container(limits={"nvidia.com/gpu": "9000m"})), "asks for 9 GPUs"),
+    ("a count that cannot be read", pod(container(limits={"nvidia.com/gpu": "lots"})), "lots"),
+    ("KAI fraction on 9 devices",
+     pod(annotations={"gpu-fraction": "0.5", "gpu-fraction-num-devices": "9"}, schedulerName="kai-scheduler"),
+     "asks for 9 GPUs"),
+    ("CDI annotation", pod(annotations={"cdi.k8s.io/gpu": "nvidia.com/gpu=all"}), "CDI"),
+    ("vendor CDI annotation", pod(annotations={"nvidia.cdi.k8s.io/all": "nvidia.com/gpu=all"}), "CDI"),
+    ("a privileged ReplicationController", workload("ReplicationController", {"containers": [PRIVILEGED]}),
+     "is privileged"),
+    ("a PodTemplate with a host path", workload("PodTemplate", {
+        "containers": [container()], "volumes": [{"name": "h", "hostPath": {"path": "/dev"}}]}), "allowed list"),
+    ("a field of the wrong type", pod(container(securityContext={"privileged": "true"})), "must be a boolean"),
+    ("hostPID as a string", pod(hostPID="true"), "must be a boolean"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("subject", "message"), [pytest.param(o, m, id=n) for n, o, m in ESCAPES])
+def test_every_escape_route_is_denied(dispatcher: Dispatcher, subject: Any, message: str) -> None:
+    resource, obj = subject if isinstance(subject, tuple) else ("pods", subject)
+    outcome = dispatcher.admit(Request("CREATE", obj, resource=resource))
+    assert not outcome.allowed, outcome
+    assert message in outcome.message, outcome.message
+
+
+def kai_fraction_pod() -> Any:
+    """A fractional pod exactly as KAI's own admission webhook leaves it."""
+    prefix = "train-x7k2m9q-shared-gpu"
+    source = {"configMapKeyRef": {"name": f"{prefix}-0", "key": "NVIDIA_VISIBLE_DEVICES"}}
+    main = container(
+        "main",
+        env=[
+            {"name": "NVIDIA_VISIBLE_DEVICES", "valueFrom": source},
+            {"name": "RUNAI_NUM_OF_GPUS", "valueFrom": {"configMapKeyRef": {"name": f"{prefix}-0", "key": "RUNAI_NUM_OF_GPUS"}}},
+            {"name": "GPU_PORTION", "valueFrom": {"configMapKeyRef": {"name": f"{prefix}-0", "key": "GPU_PORTION"}}},
+        ],
+        envFrom=[{"configMapRef": {"name": f"{prefix}-0-evar", "optional": False}}],
+        volumeMounts=[{"name": f"{prefix}-0-vol", "mountPath": "/etc/runai.d"}],
+    )
+    return pod(
+        main,
+        annotations={"gpu-fraction": "0.5", "runai/shared-gpu-configmap": prefix},
+        schedulerName="kai-scheduler",
+        volumes=[{"name": f"{prefix}-0-vol", "configMap": {"name": f"{prefix}-0"}}],
+    )
+
+
+def operator_pod(name: str, **spec: Any) -> Any:
+    found = pod(**spec, namespace="gpu-operator")
+    found["metadata"]["name"] = name
+    return found
+
+
+DEVICE_PLUGIN = container(
+    "nvidia-device-plugin",
+    env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}, {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "all"}],
+    securityContext={"privileged": True},
+    volumeMounts=[{"name": "device-plugin", "mountPath": "/var/lib/kubelet/device-plugins"}],
+)
+
+LEGITIMATE: list[tuple[str, Any, bool]] = [
+    ("a KAI fraction as KAI's webhook leaves it", kai_fraction_pod(), True),
+    ("NVIDIA_VISIBLE_DEVICES=void", env("NVIDIA_VISIBLE_DEVICES", "void"), True),
+    ("NVIDIA_VISIBLE_DEVICES=none", env("NVIDIA_VISIBLE_DEVICES", "none"), True),
+    ("NVENC's driver capabilities", env("NVIDIA_DRIVER_CAPABILITIES", "compute,utility,video", gpu=True), True),
+    ("istio-init", capability("NET_ADMIN"), True),
+    ("NET_RAW", capability("NET_RAW"), True),
+    ("RDMA's IPC_LOCK", capability("IPC_LOCK"), True),
+    ("envFrom without a prefix, no GPU", pod(container(envFrom=[{"configMapRef": {"name": "c"}}])), True),
+    ("a GPU pod", pod(container(limits=GPU)), True),
+    ("8 GPUs", pod(container(limits={"nvidia.com/gpu": "8"})), True),
+    ("the GPU Operator's device plugin", operator_pod("nvidia-device-plugin-x", containers=[DEVICE_PLUGIN],
+        volumes=[{"name": "device-plugin", "hostPath": {"path": "/var/lib/kubelet/device-plugins"}}]), False),
+    ("dcgm-exporter", operator_pod("nvidia-dcgm-exporter-x",
+        containers=[container("dcgm", volumeMounts=[{"name": "r", "mountPath": "/run/nvidia"}])],
+        volumes=[{"name": "r", "hostPath": {"path": "/run/nvidia"}}]), False),
+    ("the MPS control daemon", operator_pod("nvidia-device-plugin-mps-control-daemon-x", hostPID=True,
+        containers=[container("mps", securityContext={"privileged": True})]), False),
+    ("a validator with a CDI annotation", operator_pod("nvidia-cuda-validator-x",
+        annotations={"nvidia.cdi.k8s.io/x": "nvidia.com/gpu=all"}), False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("obj", "reviewed"), [pytest.param(o, r, id=n) for n, o, r in LEGITIMATE])
+def test_legitimate_pods_are_admitted(dispatcher: Dispatcher, obj: Any, reviewed: bool) -> None:
+    outcome = dispatcher.admit(Request("CREATE", obj))
+    assert outcome.allowed, outcome.message
+    assert bool(outcome.called) is reviewed, outcome.called
+
+
+def test_a_mirror_pod_from_its_node_is_left_alone(dispatcher: Dispatcher) -> None:
+    mirror = pod(PRIVILEGED, annotations={"kubernetes.io/config.mirror": "abc"}, hostNetwork=True)
+    node = Request("CREATE", mirror, username="system:node:n1", groups=("system:nodes", "system:authenticated"))
+    assert dispatcher.admit(node).allowed
+    forged = Request("CREATE", mirror)  # the same annotation from anyone else counts for nothing
+    assert not dispatcher.admit(forged).allowed
+
+
+def void_env(outcome: Admission, field: str = "containers") -> list[Any]:
+    assert outcome.object is not None
+    return [c.get("env") for c in outcome.object["spec"][field]]
+
+
+def test_a_cpu_pod_gets_void_devices_on_every_container(dispatcher: Dispatcher) -> None:
+    cuda = pod(
+        container("app", image="nvcr.io/nvidia/cuda:12.4.0-base-ubuntu22.04"),
+        container("side", env=[{"name": "HOME", "value": "/h"}]),
+        initContainers=[container("setup")],
+    )
+    outcome = dispatcher.admit(Request("CREATE", cuda))
+    assert outcome.allowed
+    void = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}
+    assert void_env(outcome) == [[void], [{"name": "HOME", "value": "/h"}, void]]
+    assert void_env(outcome, "initContainers") == [[void]]
+
+
+def test_only_containers_without_gpus_get_void_devices(dispatcher: Dispatcher) -> None:
+    mixed = pod(container("train", limits=GPU), container("cuda-sidecar", image="nvcr.io/nvidia/cuda:12"))
+    outcome = dispatcher.admit(Request("CREATE", mixed))
+    assert outcome.allowed
+    assert void_env(outcome) == [None, [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]]
+    kai = dispatcher.admit(Request("CREATE", kai_fraction_pod()))
+    assert kai.object is not None
+    assert [e["name"] for e in kai.object["spec"]["containers"][0]["env"]].count("NVIDIA_VISIBLE_DEVICES") == 1
+
+
+def test_a_debug_container_gets_void_devices_and_the_rules(dispatcher: Dispatcher) -> None:
+    running = pod(container())
+    debugged = copy.deepcopy(running)
+    debugged["spec"]["ephemeralContainers"] = [{"name": "debugger", "image": "nvcr.io/nvidia/cuda:12"}]
+    outcome = dispatcher.admit(Request("UPDATE", debugged, running, sub_resource="ephemeralcontainers"))
+    assert outcome.allowed
+    assert void_env(outcome, "ephemeralContainers") == [[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]]
+    privileged = copy.deepcopy(running)
+    privileged["spec"]["ephemeralContainers"] = [{"name": "d", "image": "x", "securityContext": {"privileged": True}}]
+    assert not dispatcher.admit(Request("UPDATE", privileged, running, sub_resource="ephemeralcontainers")).allowed
+
+
+def test_a_variable_the_pod_sets_itself_is_kept_for_the_rules_to_judge(dispatcher: Dispatcher) -> None:
+    outcome = dispatcher.admit(Request("CREATE", env("NVIDIA_VISIBLE_DEVICES", "none")))
+    assert outcome.allowed
+    assert void_env(outcome) == [[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "none"}]]
+
+
+def test_the_exempt_namespaces_cannot_be_created_by_just_anyone(dispatcher: Dispatcher) -> None:
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-operator"}}
+    denied = dispatcher.admit(Request("CREATE", namespace, resource="namespaces"))
+    assert not denied.allowed and "only administrators may create it" in denied.message
+    admin = Request("CREATE", namespace, resource="namespaces", groups=("system:masters",))
+    assert dispatcher.admit(admin).allowed

@@ -7,6 +7,7 @@ error here would turn into rejected pods. The CEL interpreter runs in its own pr
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -47,6 +48,8 @@ TEMPLATE_PATHS = {
     "replicasets": ("apps", ["spec", "template"]),
     "jobs": ("batch", ["spec", "template"]),
     "cronjobs": ("batch", ["spec", "jobTemplate", "spec", "template"]),
+    "replicationcontrollers": ("", ["spec", "template"]),
+    "podtemplates": ("", ["template"]),
 }
 KINDS = {
     "pods": "Pod",
@@ -56,8 +59,14 @@ KINDS = {
     "replicasets": "ReplicaSet",
     "jobs": "Job",
     "cronjobs": "CronJob",
+    "replicationcontrollers": "ReplicationController",
+    "podtemplates": "PodTemplate",
 }
 Conditions = dict[str, list[str]]
+MUTATE = "pods.mutate.gpuwebhook.io"
+GPU_PODS = "gpu-pods.validate.gpuwebhook.io"
+WORKLOADS = "workloads.validate.gpuwebhook.io"
+ADVISORY = "advisory.validate.gpuwebhook.io"
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +126,15 @@ def is_gpu_pod(obj: dict[str, Any]) -> bool:
         for name in part
     ]
     annotations = obj.get("metadata", {}).get("annotations", {})
-    return any(map(gpu.is_gpu_resource, names)) or bool({gpu.KAI_FRACTION, gpu.KAI_MEMORY} & set(annotations))
+    claims = bool(spec.get("resourceClaims"))
+    kai = bool({gpu.KAI_FRACTION, gpu.KAI_MEMORY} & set(annotations))
+    return any(map(gpu.is_gpu_resource, names)) or claims or kai
+
+
+def claims(entries: list[Any]) -> dict[str, Any]:
+    found = pod([container("a")])
+    found["spec"]["resourceClaims"] = entries
+    return found
 
 
 def gpu_pod_cases() -> list[tuple[str, dict[str, Any], bool]]:
@@ -145,20 +162,78 @@ def gpu_pod_cases() -> list[tuple[str, dict[str, Any], bool]]:
         ("empty init list", pod([container("a")], init=[]), False),
         ("init without GPU", pod([container("a")], init=[container("i", limits={"cpu": "1"})]), False),
         ("no containers", {"apiVersion": "v1", "kind": "Pod", "spec": {}}, False),
-    ]
+        ("a DRA claim", claims([{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]), True),
+        ("no DRA claims", claims([]), False),
+    ]  # fmt: skip
     return cases
 
 
 @pytest.mark.parametrize(("case", "obj", "is_gpu"), gpu_pod_cases(), ids=[c[0] for c in gpu_pod_cases()])
-@pytest.mark.parametrize(
-    "webhook",
-    ["gpu-pods.mutate.gpuwebhook.io", "gpu-pods.validate.gpuwebhook.io"],
-)
-def test_only_gpu_pods_reach_the_gpu_webhooks(
-    cel: CelProcess, conditions: Conditions, webhook: str, case: str, obj: dict[str, Any], is_gpu: bool
+def test_only_gpu_pods_reach_the_gpu_webhook_and_every_pod_is_mutated(
+    cel: CelProcess, conditions: Conditions, case: str, obj: dict[str, Any], is_gpu: bool
 ) -> None:
     assert is_gpu_pod(obj) is is_gpu, f"the table disagrees with the reference: {case}"
-    assert matches(cel, conditions[webhook], object=obj, request=request()) is is_gpu, case
+    assert matches(cel, conditions[GPU_PODS], object=obj, request=request()) is is_gpu, case
+    # Every pod: a container without GPUs gets NVIDIA_VISIBLE_DEVICES=void.
+    assert matches(cel, conditions[MUTATE], object=obj, request=request()), case
+
+
+@pytest.mark.parametrize(
+    ("groups", "annotations", "mutated"),
+    [
+        (["system:nodes", "system:authenticated"], {"kubernetes.io/config.mirror": "x"}, False),
+        (["system:authenticated"], {"kubernetes.io/config.mirror": "x"}, True),
+        (["system:nodes"], {}, True),
+        ([], None, True),
+    ],
+)
+def test_only_a_nodes_own_mirror_pods_skip_mutation(
+    cel: CelProcess, conditions: Conditions, groups: list[str], annotations: Any, mutated: bool
+) -> None:
+    sent = {**request(), "userInfo": {"username": "system:node:n1", "groups": groups}}
+    obj = pod([container("a")], annotations=annotations)
+    assert matches(cel, conditions[MUTATE], object=obj, request=sent) is mutated
+
+
+def _updated(obj: dict[str, Any], change: str) -> dict[str, Any]:
+    new = copy.deepcopy(obj)
+    if change == "annotation":
+        new["metadata"]["annotations"] = {"hami.io/vgpu-node": "n1"}
+    elif change == "label":
+        new["metadata"]["labels"] = {"runai/queue": "q"}
+    elif change == "image":
+        new["spec"]["containers"][0]["image"] = "evil/x:1"
+    elif change == "init image":
+        new["spec"]["initContainers"][0]["image"] = "evil/x:1"
+    elif change == "status":
+        new["status"] = {"phase": "Running"}
+    return new
+
+
+@pytest.mark.parametrize("gpu_pod", [True, False])
+@pytest.mark.parametrize(
+    ("change", "sent"),
+    [
+        ("annotation", True),
+        ("label", True),
+        ("image", True),
+        ("init image", True),
+        ("status", False),
+        ("", False),
+    ],
+)
+def test_pod_updates_are_reviewed_when_metadata_or_images_change(
+    cel: CelProcess, conditions: Conditions, gpu_pod: bool, change: str, sent: bool
+) -> None:
+    limits = {gpu.GPU: "1"} if gpu_pod else None
+    old = pod([container("a", limits=limits)], init=[container("i")], annotations={})
+    new = _updated(old, change)
+    update = request("UPDATE")
+    enforcing = GPU_PODS if gpu_pod else WORKLOADS
+    other = WORKLOADS if gpu_pod else GPU_PODS
+    assert matches(cel, conditions[enforcing], object=new, oldObject=old, request=update) is sent
+    assert not matches(cel, conditions[other], object=new, oldObject=old, request=update)
+    assert matches(cel, conditions[ADVISORY], object=new, oldObject=old, request=update) is sent
 
 
 @pytest.mark.parametrize(("case", "obj", "is_gpu"), gpu_pod_cases(), ids=[c[0] for c in gpu_pod_cases()])
@@ -166,12 +241,10 @@ def test_every_pod_gets_exactly_one_enforcing_review(
     cel: CelProcess, conditions: Conditions, case: str, obj: dict[str, Any], is_gpu: bool
 ) -> None:
     """GPU pods: the fail-closed GPU webhook. Others: the workloads webhook. Never both, never neither."""
-    gpu_review = matches(cel, conditions["gpu-pods.validate.gpuwebhook.io"], object=obj, request=request())
-    workload_review = matches(
-        cel, conditions["workloads.validate.gpuwebhook.io"], object=obj, request=request()
-    )
+    gpu_review = matches(cel, conditions[GPU_PODS], object=obj, request=request())
+    workload_review = matches(cel, conditions[WORKLOADS], object=obj, request=request())
     assert (gpu_review, workload_review) == (is_gpu, not is_gpu), case
-    assert matches(cel, conditions["advisory.validate.gpuwebhook.io"], object=obj, request=request())
+    assert matches(cel, conditions[ADVISORY], object=obj, request=request())
 
 
 resource_names = st.one_of(
@@ -195,9 +268,7 @@ def test_the_gpu_condition_agrees_with_the_server(
     obj = pod(build(app, "c"), None if init is None else build(init, "i"))
     names = [name for lim, req in app + (init or []) for name in (*lim, *req)]
     expected = any(gpu.is_gpu_resource(name) for name in names)
-    assert (
-        matches(cel, conditions["gpu-pods.mutate.gpuwebhook.io"], object=obj, request=request()) is expected
-    )
+    assert matches(cel, conditions[GPU_PODS], object=obj, request=request()) is expected
 
 
 def _template_object(resource: str, image: str) -> dict[str, Any]:
@@ -239,7 +310,7 @@ def test_debug_containers_are_reviewed_on_gpu_pods_too(cel: CelProcess, conditio
 
 def test_every_condition_compiles_and_a_broken_one_would_not(cel: CelProcess, conditions: Conditions) -> None:
     expressions = {expression for group in conditions.values() for expression in group}
-    assert len(expressions) == 4
+    assert len(expressions) == 6
     for expression in expressions:
         cel.compile(expression)
     with pytest.raises(Exception, match="CELParseError"):
@@ -277,6 +348,24 @@ def test_only_requests_touching_the_ignore_label_reach_the_namespace_guard(
         "oldObject": _namespace(old) if old is not None else None,
         "request": {
             "operation": operation,
+            "resource": {"group": "", "version": "v1", "resource": "namespaces"},
+            "subResource": "",
+        },
+    }
+    assert matches(cel, conditions["namespaces.validate.gpuwebhook.io"], **activation) is sent
+
+
+@pytest.mark.parametrize(
+    ("name", "sent"), [("gpu-operator", True), ("kai-scheduler", True), ("team-a", False)]
+)
+def test_creating_an_exempt_namespace_reaches_the_namespace_guard(
+    cel: CelProcess, conditions: Conditions, name: str, sent: bool
+) -> None:
+    activation = {
+        "object": {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+        "oldObject": None,
+        "request": {
+            "operation": "CREATE",
             "resource": {"group": "", "version": "v1", "resource": "namespaces"},
             "subResource": "",
         },

@@ -80,7 +80,7 @@ def _review_for(path: str) -> tuple[dict[str, Any], str]:
 @pytest.mark.parametrize(
     "webhook",
     [
-        "gpu-pods.mutate.gpuwebhook.io",
+        "pods.mutate.gpuwebhook.io",
         "gpu-pods.validate.gpuwebhook.io",
         "workloads.validate.gpuwebhook.io",
         "advisory.validate.gpuwebhook.io",

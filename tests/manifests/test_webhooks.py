@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from tests.manifests.objects import one, webhooks_by_name
+from webhook.config import EXEMPT_NAMESPACES
 from webhook.manifests import Manifest
 
-MUTATE = "gpu-pods.mutate.gpuwebhook.io"
+MUTATE = "pods.mutate.gpuwebhook.io"
 GPU_PODS = "gpu-pods.validate.gpuwebhook.io"
 WORKLOADS = "workloads.validate.gpuwebhook.io"
 ADVISORY = "advisory.validate.gpuwebhook.io"
@@ -19,6 +20,8 @@ NAMESPACES = "namespaces.validate.gpuwebhook.io"
 WORKLOAD_RESOURCES = {("apps", r) for r in ("deployments", "statefulsets", "daemonsets", "replicasets")} | {
     ("batch", "jobs"),
     ("batch", "cronjobs"),
+    ("", "replicationcontrollers"),
+    ("", "podtemplates"),
 }
 
 Webhook = dict[str, Any]
@@ -74,14 +77,16 @@ def test_system_our_own_and_opted_out_namespaces_are_excluded(hooks: dict[str, W
     assert {
         "key": "kubernetes.io/metadata.name",
         "operator": "NotIn",
-        "values": ["kube-system", "gpu-system"],
+        "values": list(EXEMPT_NAMESPACES),
     } in (expressions)
     assert {"key": "gpuwebhook.io/ignore", "operator": "NotIn", "values": ["true"]} in expressions
     assert "matchLabels" not in hooks[name]["namespaceSelector"]
     assert "objectSelector" not in hooks[name]
 
 
-def test_mutation_sees_pod_creation_only_and_is_reinvoked(hooks: dict[str, Webhook]) -> None:
+def test_mutation_sees_every_pod_creation_and_debug_container_and_is_reinvoked(
+    hooks: dict[str, Webhook],
+) -> None:
     hook = hooks[MUTATE]
     assert hook["reinvocationPolicy"] == "IfNeeded"
     assert hook["rules"] == [
@@ -91,23 +96,25 @@ def test_mutation_sees_pod_creation_only_and_is_reinvoked(hooks: dict[str, Webho
             "operations": ["CREATE"],
             "resources": ["pods"],
             "scope": "Namespaced",
-        }
+        },
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "operations": ["UPDATE"],
+            "resources": ["pods/ephemeralcontainers"],
+            "scope": "Namespaced",
+        },
     ]
-    assert hook["rules"] == hooks[GPU_PODS]["rules"]
+    assert [c["name"] for c in hook["matchConditions"]] == ["not-a-mirror-pod"]
 
 
-def test_gpu_webhooks_share_one_gpu_condition(hooks: dict[str, Webhook]) -> None:
-    (mutate,) = hooks[MUTATE]["matchConditions"]
-    (validate,) = hooks[GPU_PODS]["matchConditions"]
-    assert mutate == validate
-    assert mutate["name"] == "gpu-pod"
-
-
-def test_the_workloads_webhook_excludes_exactly_the_gpu_pod_condition(hooks: dict[str, Webhook]) -> None:
+def test_the_gpu_webhooks_split_pods_by_one_gpu_condition(hooks: dict[str, Webhook]) -> None:
     """Same text, negated: GPU pods go to the fail-closed webhook and are never reviewed twice."""
-    gpu = hooks[GPU_PODS]["matchConditions"][0]["expression"]
-    conditions = {c["name"]: c["expression"] for c in hooks[WORKLOADS]["matchConditions"]}
-    assert conditions["not-a-gpu-pod"].endswith(f"!({gpu})")
+    conditions = {c["name"]: c["expression"] for c in hooks[GPU_PODS]["matchConditions"]}
+    assert set(conditions) == {"gpu-pod", "pod-update-worth-reviewing"}
+    workloads = {c["name"]: c["expression"] for c in hooks[WORKLOADS]["matchConditions"]}
+    assert workloads["not-a-gpu-pod"].endswith(f"!({conditions['gpu-pod']})")
+    assert workloads["pod-update-worth-reviewing"] == conditions["pod-update-worth-reviewing"]
 
 
 def _resources(hook: Webhook, operation: str) -> set[tuple[str, str]]:
@@ -124,7 +131,7 @@ def _resources(hook: Webhook, operation: str) -> set[tuple[str, str]]:
 def test_workload_templates_and_all_pods_are_covered(hooks: dict[str, Webhook], name: str) -> None:
     hook = hooks[name]
     assert _resources(hook, "CREATE") == WORKLOAD_RESOURCES | {("", "pods")}
-    assert _resources(hook, "UPDATE") == WORKLOAD_RESOURCES | {("", "pods/ephemeralcontainers")}
+    assert _resources(hook, "UPDATE") == WORKLOAD_RESOURCES | {("", "pods"), ("", "pods/ephemeralcontainers")}
     assert _resources(hook, "DELETE") == set()
     for rule in hook["rules"]:
         for key in ("apiGroups", "apiVersions", "operations", "resources"):
@@ -135,7 +142,7 @@ def test_advisory_rules_match_the_workloads_rules(hooks: dict[str, Webhook]) -> 
     assert hooks[ADVISORY]["rules"] == hooks[WORKLOADS]["rules"]
     advisory = {c["name"]: c["expression"] for c in hooks[ADVISORY]["matchConditions"]}
     workloads = {c["name"]: c["expression"] for c in hooks[WORKLOADS]["matchConditions"]}
-    assert advisory == {"template-changed": workloads["template-changed"]}
+    assert advisory == {name: workloads[name] for name in ("template-changed", "pod-update-worth-reviewing")}
 
 
 def test_ca_bundle_is_the_ca_certificate(hooks: dict[str, Webhook], cert_dir: Path) -> None:

@@ -177,7 +177,7 @@ def _rule_matches(rule: Mapping[str, Any], request: Request) -> bool:
     group, _ = KINDS[request.resource]
     wanted = f"{request.resource}/{request.sub_resource}" if request.sub_resource else request.resource
     resources = rule.get("resources", [])
-    resource_ok = wanted in resources or "*" in resources and not request.sub_resource
+    resource_ok = wanted in resources or ("*" in resources and not request.sub_resource)
     scope = rule.get("scope", "*")
     scoped = request.resource in CLUSTER_SCOPED
     scope_ok = scope == "*" or (scope == "Cluster") == scoped

@@ -23,8 +23,11 @@ from webhook.policy.loader import load_directory
 from webhook.review import ReviewDeps
 
 REPO = Path(__file__).resolve().parents[2]
-CONFIGURATIONS = [REPO / "manifests" / "base" / name for name in ("mutatingwebhook.yaml", "validatingwebhook.yaml")]
+CONFIGURATIONS = [
+    REPO / "manifests" / "base" / name for name in ("mutatingwebhook.yaml", "validatingwebhook.yaml")
+]
 GPU = {"nvidia.com/gpu": "1"}
+VISIBLE = "NVIDIA_VISIBLE_DEVICES"
 
 
 @pytest.fixture(scope="module")
@@ -63,10 +66,11 @@ def host_path(path: str, mount: str = "/host", **volume: Any) -> Any:
 
 
 def capability(name: str, where: str = "containers") -> Any:
-    context = {"securityContext": {"capabilities": {"add": [name]}}}
+    context: dict[str, Any] = {"capabilities": {"add": [name]}}
     if where == "containers":
-        return pod(container(**context))
-    return pod(container(), **{where: [container("extra", **context)]})
+        return pod(container(securityContext=context))
+    extra: dict[str, Any] = {where: [container("extra", securityContext=context)]}
+    return pod(container(), **extra)
 
 
 def env(name: str, value: str | None = None, *, gpu: bool = False, **entry: Any) -> Any:
@@ -115,7 +119,7 @@ ESCAPES: list[tuple[str, Any, str]] = [
         container(volumeMounts=[{"name": "e", "mountPath": "/var/run//nvidia-container-devices//all/"}]),
         volumes=[{"name": "e", "emptyDir": {}}]), "device requests"),
     ("kubelet device-plugin socket", host_path("/var/lib/kubelet/device-plugins"), "not on the allowed list"),
-    ("kubelet pod-resources socket", host_path("/var/lib/kubelet/pod-resources/kubelet.sock"), "allowed list"),
+    ("kubelet pod-resources socket", host_path("/var/lib/kubelet/pod-resources"), "allowed list"),
     ("containerd socket", host_path("/run/containerd/containerd.sock"), "allowed list"),
     ("CRI-O socket", host_path("/var/run/crio/crio.sock"), "allowed list"),
     ("containerd configuration", host_path("/etc/containerd"), "allowed list"),
@@ -140,7 +144,7 @@ ESCAPES: list[tuple[str, Any, str]] = [
     ("ALL in mixed case", capability("All"), "All"),
     ("cap_all", capability("cap_all"), "cap_all"),
     ("SYS_ADMIN in an init container", capability("SYS_ADMIN", "initContainers"), "SYS_ADMIN"),
-    ("NVIDIA_VISIBLE_DEVICES=all, no GPU", env("NVIDIA_VISIBLE_DEVICES", "all"), "NVIDIA_VISIBLE_DEVICES=all"),
+    ("NVIDIA_VISIBLE_DEVICES=all, no GPU", env(VISIBLE, "all"), "NVIDIA_VISIBLE_DEVICES=all"),
     ("NVIDIA_VISIBLE_DEVICES=0 in a GPU pod", env("NVIDIA_VISIBLE_DEVICES", "0", gpu=True), "=0"),
     ("IMEX channels", env("NVIDIA_IMEX_CHANNELS", "all"), "NVIDIA_IMEX_CHANNELS"),
     ("MOFED", env("NVIDIA_MOFED", "enabled"), "NVIDIA_MOFED"),
@@ -153,7 +157,8 @@ ESCAPES: list[tuple[str, Any, str]] = [
      env("NVIDIA_VISIBLE_DEVICES", valueFrom={"secretKeyRef": {"name": "s", "key": "k"}}), "valueFrom"),
     ("envFrom with prefix NVIDIA_",
      pod(container(envFrom=[{"prefix": "NVIDIA_", "configMapRef": {"name": "c"}}])), "prefix NVIDIA_"),
-    ("envFrom with prefix N", pod(container(envFrom=[{"prefix": "N", "secretRef": {"name": "s"}}])), "prefix N"),
+    ("envFrom with prefix N", pod(container(envFrom=[{"prefix": "N", "secretRef": {"name": "s"}}])),
+     "prefix N"),
     ("envFrom without prefix in a GPU container",
      pod(container(limits=GPU, envFrom=[{"configMapRef": {"name": "c"}}])), "gets GPUs and takes envFrom"),
     ("driver capabilities all", env("NVIDIA_DRIVER_CAPABILITIES", "all", gpu=True), "with all"),
@@ -173,8 +178,10 @@ ESCAPES: list[tuple[str, Any, str]] = [
     ("a privileged ReplicationController", workload("ReplicationController", {"containers": [PRIVILEGED]}),
      "is privileged"),
     ("a PodTemplate with a host path", workload("PodTemplate", {
-        "containers": [container()], "volumes": [{"name": "h", "hostPath": {"path": "/dev"}}]}), "allowed list"),
-    ("a field of the wrong type", pod(container(securityContext={"privileged": "true"})), "must be a boolean"),
+        "containers": [container()], "volumes": [{"name": "h", "hostPath": {"path": "/dev"}}]}),
+     "allowed list"),
+    ("a field of the wrong type", pod(container(securityContext={"privileged": "true"})),
+     "must be a boolean"),
     ("hostPID as a string", pod(hostPID="true"), "must be a boolean"),
 ]  # fmt: skip
 
@@ -195,8 +202,14 @@ def kai_fraction_pod() -> Any:
         "main",
         env=[
             {"name": "NVIDIA_VISIBLE_DEVICES", "valueFrom": source},
-            {"name": "RUNAI_NUM_OF_GPUS", "valueFrom": {"configMapKeyRef": {"name": f"{prefix}-0", "key": "RUNAI_NUM_OF_GPUS"}}},
-            {"name": "GPU_PORTION", "valueFrom": {"configMapKeyRef": {"name": f"{prefix}-0", "key": "GPU_PORTION"}}},
+            {
+                "name": "RUNAI_NUM_OF_GPUS",
+                "valueFrom": {"configMapKeyRef": {"name": f"{prefix}-0", "key": "RUNAI_NUM_OF_GPUS"}},
+            },
+            {
+                "name": "GPU_PORTION",
+                "valueFrom": {"configMapKeyRef": {"name": f"{prefix}-0", "key": "GPU_PORTION"}},
+            },
         ],
         envFrom=[{"configMapRef": {"name": f"{prefix}-0-evar", "optional": False}}],
         volumeMounts=[{"name": f"{prefix}-0-vol", "mountPath": "/etc/runai.d"}],
@@ -217,7 +230,10 @@ def operator_pod(name: str, **spec: Any) -> Any:
 
 DEVICE_PLUGIN = container(
     "nvidia-device-plugin",
-    env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}, {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "all"}],
+    env=[
+        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+        {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "all"},
+    ],
     securityContext={"privileged": True},
     volumeMounts=[{"name": "device-plugin", "mountPath": "/var/lib/kubelet/device-plugins"}],
 )
@@ -226,7 +242,7 @@ LEGITIMATE: list[tuple[str, Any, bool]] = [
     ("a KAI fraction as KAI's webhook leaves it", kai_fraction_pod(), True),
     ("NVIDIA_VISIBLE_DEVICES=void", env("NVIDIA_VISIBLE_DEVICES", "void"), True),
     ("NVIDIA_VISIBLE_DEVICES=none", env("NVIDIA_VISIBLE_DEVICES", "none"), True),
-    ("NVENC's driver capabilities", env("NVIDIA_DRIVER_CAPABILITIES", "compute,utility,video", gpu=True), True),
+    ("NVENC's capabilities", env("NVIDIA_DRIVER_CAPABILITIES", "compute,utility,video", gpu=True), True),
     ("istio-init", capability("NET_ADMIN"), True),
     ("NET_RAW", capability("NET_RAW"), True),
     ("RDMA's IPC_LOCK", capability("IPC_LOCK"), True),
@@ -254,7 +270,9 @@ def test_legitimate_pods_are_admitted(dispatcher: Dispatcher, obj: Any, reviewed
 
 def test_a_mirror_pod_from_its_node_is_left_alone(dispatcher: Dispatcher) -> None:
     mirror = pod(PRIVILEGED, annotations={"kubernetes.io/config.mirror": "abc"}, hostNetwork=True)
-    node = Request("CREATE", mirror, username="system:node:n1", groups=("system:nodes", "system:authenticated"))
+    node = Request(
+        "CREATE", mirror, username="system:node:n1", groups=("system:nodes", "system:authenticated")
+    )
     assert dispatcher.admit(node).allowed
     forged = Request("CREATE", mirror)  # the same annotation from anyone else counts for nothing
     assert not dispatcher.admit(forged).allowed
@@ -285,7 +303,9 @@ def test_only_containers_without_gpus_get_void_devices(dispatcher: Dispatcher) -
     assert void_env(outcome) == [None, [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]]
     kai = dispatcher.admit(Request("CREATE", kai_fraction_pod()))
     assert kai.object is not None
-    assert [e["name"] for e in kai.object["spec"]["containers"][0]["env"]].count("NVIDIA_VISIBLE_DEVICES") == 1
+    assert [e["name"] for e in kai.object["spec"]["containers"][0]["env"]].count(
+        "NVIDIA_VISIBLE_DEVICES"
+    ) == 1
 
 
 def test_a_debug_container_gets_void_devices_and_the_rules(dispatcher: Dispatcher) -> None:
@@ -296,8 +316,12 @@ def test_a_debug_container_gets_void_devices_and_the_rules(dispatcher: Dispatche
     assert outcome.allowed
     assert void_env(outcome, "ephemeralContainers") == [[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]]
     privileged = copy.deepcopy(running)
-    privileged["spec"]["ephemeralContainers"] = [{"name": "d", "image": "x", "securityContext": {"privileged": True}}]
-    assert not dispatcher.admit(Request("UPDATE", privileged, running, sub_resource="ephemeralcontainers")).allowed
+    privileged["spec"]["ephemeralContainers"] = [
+        {"name": "d", "image": "x", "securityContext": {"privileged": True}}
+    ]
+    assert not dispatcher.admit(
+        Request("UPDATE", privileged, running, sub_resource="ephemeralcontainers")
+    ).allowed
 
 
 def test_a_variable_the_pod_sets_itself_is_kept_for_the_rules_to_judge(dispatcher: Dispatcher) -> None:

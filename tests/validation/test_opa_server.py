@@ -45,10 +45,27 @@ BENIGN = {
     },
 }
 
-# Benign too, but a hostPath volume is something the bundle's prechecks leave to Rego.
-HOST_TMP: dict[str, Any] = copy.deepcopy(BENIGN)
-HOST_TMP["metadata"]["name"] = "tmp"
-HOST_TMP["spec"]["volumes"] = [{"name": "scratch", "hostPath": {"path": "/tmp"}}]
+# Benign too, but a device variable from a ConfigMap is something the bundle's prechecks leave to
+# Rego: here, the one KAI's own webhook gives a fractional pod.
+KAI_FRACTION: dict[str, Any] = copy.deepcopy(BENIGN)
+KAI_FRACTION["metadata"]["name"] = "kai"
+KAI_FRACTION["metadata"]["annotations"] = {
+    "gpu-fraction": "0.5",
+    "runai/shared-gpu-configmap": "kai-abc1234-shared-gpu",
+}
+KAI_FRACTION["spec"]["schedulerName"] = "kai-scheduler"
+KAI_FRACTION["spec"]["containers"][0] = {
+    "name": "main",
+    "image": "registry.example.com/x:1",
+    "env": [
+        {
+            "name": "NVIDIA_VISIBLE_DEVICES",
+            "valueFrom": {
+                "configMapKeyRef": {"name": "kai-abc1234-shared-gpu-0", "key": "NVIDIA_VISIBLE_DEVICES"}
+            },
+        }
+    ],
+}
 
 
 def _validate(server: ServerProcess, obj: dict[str, Any]) -> dict[str, Any]:
@@ -84,11 +101,11 @@ def test_opa_engine_decides_like_regopy_then_follows_its_failure_mode(
         asked = opa.queries
         assert _validate(remote, BENIGN)["allowed"] is True
         assert opa.queries == asked, "a clean pod is settled by the bundle's prechecks, without OPA"
-        assert _validate(remote, HOST_TMP)["allowed"] is True
+        assert _validate(remote, KAI_FRACTION)["allowed"] is True
         assert opa.queries > asked
         opa.stop()
         assert _validate(remote, BENIGN)["allowed"] is True
-        down = _validate(remote, HOST_TMP)
+        down = _validate(remote, KAI_FRACTION)
         assert down["allowed"] is allowed_when_down
         if not allowed_when_down:
             assert "unreachable" in down["status"]["message"]

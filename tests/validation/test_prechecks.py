@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
 from tests.support.pods import make_pod, res
+from webhook.accounting import count_object
 from webhook.policy.engines import ConstraintSet
 from webhook.policy.engines.regopy import RegoEngine, new_interpreter
 from webhook.policy.loader import load_directory, regopy_engine, single_parameter_sets
@@ -98,11 +99,17 @@ SCHEDULER_ANNOTATIONS = sorted(
 DEVICE_VARIABLES = sorted(
     {
         "NVIDIA_VISIBLE_DEVICES",
-        "NVIDIA_DRIVER_CAPABILITIES",
         "NVIDIA_MIG_CONFIG_DEVICES",
+        "NVIDIA_MIG_MONITOR_DEVICES",
+        "NVIDIA_IMEX_CHANNELS",
+        "NVIDIA_GDS",
+        "NVIDIA_MOFED",
+        "NVIDIA_NVSWITCH",
+        "NVIDIA_GDRCOPY",
         *precheck_bundle._DEVICE_VARIABLES,
     }
 )
+CAPABILITIES_VARIABLE = "NVIDIA_DRIVER_CAPABILITIES"
 ANNOTATION_KEYS = [
     *SCHEDULER_ANNOTATIONS,
     "run.ai/gpu-fraction",
@@ -112,6 +119,11 @@ ANNOTATION_KEYS = [
     "gpu-fraction",
     "gpuwebhook.io/gpu-memory",
     "app",
+    "cdi.k8s.io/gpu",
+    "nvidia.cdi.k8s.io/x",
+    "cdi.k8s.io",
+    "example.com/cdi.k8s.io",
+    "io.containerd.cdi/x",
 ]
 # Each field is usually a plausible value (clean or violating, the commonest first: Hypothesis
 # draws early entries more often) and now and then an odd one, which most prechecks refuse:
@@ -143,8 +155,9 @@ CAPABILITY_NAMES = _mostly(
             "NET_RAW",
             "SYS_ADMIN",
             "cap_sys_admin",
-            "CAP_SYS_ADMIN",
-            "sys_admin",
+            "CAP_SYS_MODULE",
+            "sys_rawio",
+            "IPC_LOCK",
             "CAP_ALL",
             "ALL",
             "all",
@@ -172,25 +185,60 @@ SECURITY_CONTEXTS = _mostly(
     [ABSENT, ABSENT, ABSENT, None, [], "privileged", [{"privileged": True}]],
     one_in=3,
 )
+ENV_VALUES = _mostly(
+    st.sampled_from(["void", "all", "none", "", "0", "compute,utility", " video , graphics", "all,compute"]),
+    [ABSENT, None, 5, "\tcompute", "Compute", "void\u00a0"],
+    one_in=6,
+)
+VALUE_FROM = st.sampled_from(
+    [
+        ABSENT,
+        ABSENT,
+        ABSENT,
+        {"configMapKeyRef": {"name": "c", "key": "NVIDIA_VISIBLE_DEVICES"}},
+        {"fieldRef": {"fieldPath": "metadata.name"}},
+        None,
+        False,
+    ]
+)
 ENVS = _mostly(
     st.lists(
         _object(
             name=_mostly(
-                st.sampled_from(["HOME", "CUDA_VISIBLE_DEVICES", *DEVICE_VARIABLES]),
+                st.sampled_from(["HOME", "CUDA_VISIBLE_DEVICES", CAPABILITIES_VARIABLE, *DEVICE_VARIABLES]),
                 [5, None, ABSENT],
                 one_in=8,
             ),
-            value=st.just("all"),
+            value=ENV_VALUES,
+            valueFrom=VALUE_FROM,
         ),
         max_size=2,
     ),
     [ABSENT, ABSENT, None, {}, {"name": "NVIDIA_VISIBLE_DEVICES"}, ["NVIDIA_VISIBLE_DEVICES"]],
     one_in=4,
 )
+ENV_SOURCES = _object(
+    prefix=st.sampled_from([ABSENT, ABSENT, "", "APP_", "NVIDIA_", "N", "NVIDIA_VISIBLE_DEVICES_X", 5, None]),
+    configMapRef=st.sampled_from([{"name": "a"}, ABSENT]),
+    secretRef=st.sampled_from([ABSENT, {"name": "s"}]),
+)
 ENV_FROM = _mostly(
-    st.sampled_from([ABSENT, []]),
-    [[{"configMapRef": {"name": "a"}}], [{"secretRef": {"name": "s"}}], None, {}, "a"],
+    st.one_of(st.sampled_from([ABSENT, ABSENT, []]), st.lists(ENV_SOURCES, min_size=1, max_size=2)),
+    [[{"configMapRef": {"name": "a"}}], None, {}, "a", ["a"]],
     one_in=5,
+)
+DEVICE_LIST = "/var/run/nvidia-container-devices"
+MOUNT_PATHS = _mostly(
+    st.sampled_from(
+        ["/data", "/var/run/nvidia-container-devices/all", "/run//nvidia-container-devices", "/x"]
+    ),
+    [ABSENT, None, 5],
+    one_in=6,
+)
+VOLUME_MOUNTS = _mostly(
+    st.lists(_object(name=st.just("data"), mountPath=MOUNT_PATHS), max_size=2),
+    [ABSENT, ABSENT, None, {}, "data", [5]],
+    one_in=4,
 )
 RESOURCE_NAMES = [
     "nvidia.com/gpu",
@@ -210,7 +258,11 @@ RESOURCE_SECTIONS = _mostly(
     one_in=12,
 )
 RESOURCES = _mostly(
-    _object(limits=RESOURCE_SECTIONS, requests=RESOURCE_SECTIONS),
+    _object(
+        limits=RESOURCE_SECTIONS,
+        requests=RESOURCE_SECTIONS,
+        claims=st.sampled_from([ABSENT, ABSENT, ABSENT, [], [{"name": "gpu"}], "x"]),
+    ),
     [ABSENT, None, [], [{"limits": {"nvidia.com/gpu": "1"}}]],
     one_in=12,
 )
@@ -222,6 +274,7 @@ CONTAINERS = _mostly(
         env=ENVS,
         envFrom=ENV_FROM,
         resources=RESOURCES,
+        volumeMounts=VOLUME_MOUNTS,
     ),
     # Now and then not an object at all: pod_create must refuse the whole pod then.
     ["main", None],
@@ -233,7 +286,7 @@ OTHER_CONTAINERS = _mostly(
     [ABSENT] * 16 + [[], [], None, {"c": {}}],
     one_in=2,
 )
-HOST_PATHS = ["/tmp", "/dev/nvidia0", "/", "//dev/../x", "/dev", "/run/nvidia/driver", "/dev/dri/", "rel", 5]
+HOST_PATHS = ["/tmp", "/dev/nvidia0", "/", "//dev/../x", "/dev", "/var/log/x", "/dev/dri/", "rel", 5]
 VOLUMES = _mostly(
     st.builds(lambda path: {"name": "host", "hostPath": {"path": path}}, st.sampled_from(HOST_PATHS)),
     [
@@ -249,6 +302,7 @@ SPECS = _mostly(
         nodeName=st.sampled_from([ABSENT, ABSENT, "", "n1", None, 5]),
         hostIPC=st.sampled_from([ABSENT, True, False, 1, "true"]),
         hostPID=st.sampled_from([ABSENT, True, False, 1, "true"]),
+        hostNetwork=st.sampled_from([ABSENT, ABSENT, True, False, "true"]),
         volumes=_mostly(
             st.lists(VOLUMES, min_size=1, max_size=2), [ABSENT, ABSENT, [], None, {}, "data"], one_in=3
         ),
@@ -356,23 +410,37 @@ PARAMETERS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
             [*WRONG_LISTS, "SYS_ADMIN"],
         ),
     ),
+    "GpuCdiAnnotations": _parameters(
+        annotationPrefixes=_list_param(["io.containerd.cdi/", "app", ""], [*WRONG_LISTS, "cdi/"]),
+    ),
     "GpuDeviceEnvironment": _parameters(
         variables=_list_param([*DEVICE_VARIABLES, "HOME"], [*WRONG_LISTS, "NVIDIA_VISIBLE_DEVICES"]),
+        allowedValues=_list_param(["void", "none", "", "all"], [*WRONG_LISTS, "void"]),
+        allowedDriverCapabilities=_list_param(
+            ["compute", "utility", "video", "graphics", "all"], [*WRONG_LISTS, "compute"]
+        ),
         allowEnvFrom=st.sampled_from([False, True, "yes", None, 1]),
         allowedEnvFrom=_list_param(["a", "s"], WRONG_LISTS),
     ),
-    "GpuHostDevicePath": _parameters(
-        paths=_list_param(["/tmp", "/dev/nvidia*", "/dev/dri", "/run/nvidia", "/"], WRONG_LISTS),
+    "GpuDeviceListMounts": _parameters(),
+    "GpuHostNamespaces": _parameters(allowHostNetwork=st.sampled_from([False, True, "yes", None, 1])),
+    "GpuHostPaths": _parameters(
+        allowedHostPaths=_mostly(
+            st.lists(
+                _object(
+                    pathPrefix=st.sampled_from(["/tmp", "/var/log", "/", "/dev/", 5]),
+                    readOnly=st.sampled_from([ABSENT, True, False, "yes"]),
+                ),
+                min_size=1,
+                max_size=2,
+            ),
+            [[], None, "x", [5], [{}]],
+            one_in=5,
+        ),
     ),
-    "GpuHostNamespaces": _parameters(),
     "GpuMaxPerPod": _parameters(
         # The schema requires `max`, but a precheck must not rely on a schema.
         max=_mostly(st.integers(-1, 10), [2**53, 2**63, 10**20, "8", True, 1.5, 8.0, None], one_in=4),
-        resources=_list_param(
-            ["nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-1g.10gb", "cpu"],
-            [*WRONG_LISTS, "nvidia.com/gpu"],
-            max_size=4,
-        ),
     ),
     "GpuPresetNodeName": _parameters(exemptUsers=USERS, exemptGroups=GROUPS),
     "GpuPrivilegedContainer": _parameters(),
@@ -413,7 +481,7 @@ def rego_verdict(
         interpreter.add_module(f"m{n}.rego", source.text)
     # As JSON text: regopy.Input would wrap integers outside int64 (2**63 reads as -2**63) and
     # invent violations of `max`. Not ASCII-escaped: regopy keeps a \u escape as its six characters.
-    document = {"review": review, "parameters": parameters}
+    document = {"review": review, "parameters": parameters, "gpu": counted(review)}
     interpreter.set_input_term(json.dumps(document, ensure_ascii=False))
     package = template.rego.text.split("package ", 1)[1].split()[0]
     # Counted rather than read: regopy writes sprintf("%v", "") (a pod named "") as `""` in a
@@ -431,11 +499,20 @@ def rego_verdict(
     return RegoVerdict(failed=False, violations=count, output=shown)
 
 
+def counted(review: Mapping[str, Any]) -> dict[str, Any]:
+    """input.gpu as the engine computes it for a review."""
+    return count_object(review.get("object")).as_input()
+
+
+def created(review: Mapping[str, Any]) -> PodCreate | None:
+    return pod_create(review, counted(review))
+
+
 def unsound(template: ConstraintTemplate, check: Precheck, case: Case) -> str | None:
     """Why `check` clearing this case would be wrong, or None if it does not clear it or is right."""
     request, parameters = case
     review = review_of_request(request)
-    pod = pod_create(review)
+    pod = created(review)
     if pod is None or not check(pod, parameters):
         return None
     verdict = rego_verdict(template, review, parameters)
@@ -506,7 +583,7 @@ def test_a_precheck_clears_only_what_the_rego_finds_nothing_in(
     @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(case=cases(kind))
     def clears_soundly(case: Case) -> None:
-        pod = pod_create(review_of_request(case[0]))
+        pod = created(review_of_request(case[0]))
         verdict = "no pod" if pod is None else "cleared" if check(pod, case[1]) else "left to Rego"
         said[verdict] += 1
         problem = unsound(template, check, case)
@@ -601,6 +678,21 @@ GPU_LIMIT = ("main", "resources", "limits", "nvidia.com/gpu")
 HOST_TMP = [{"name": "h", "hostPath": {"path": "/tmp"}}]
 REGISTRY = "registry.example.com"  # the training pod's
 ONLY_OURS = {"registries": [REGISTRY]}
+ALLOW_NETWORK = {"allowHostNetwork": True}
+FRACTIONAL = {"limits": {"nvidia.com/gpu": "1.5"}}
+
+
+def _env_value(name: str, value: Any) -> Change:
+    return _set("main.env", [{"name": name, "value": value}])
+
+
+def _capabilities(value: str) -> Change:
+    return _env_value(CAPABILITIES_VARIABLE, value)
+
+
+def _mount(path: Any) -> Change:
+    return _set("main.volumeMounts", [{"name": "data", "mountPath": path}])
+
 
 # (kind, what the row shows, change to the training pod, parameters over the bundled ones, cleared)
 ROWS: list[tuple[str, str, Change, dict[str, Any], bool]] = [
@@ -610,27 +702,43 @@ ROWS: list[tuple[str, str, Change, dict[str, Any], bool]] = [
     ("GpuAllowedRegistries", "a look-alike", _set("main.image", f"{REGISTRY}.x/y"), ONLY_OURS, False),
     ("GpuAllowedRegistries", "an image not a string", _set("main.image", 5), ONLY_OURS, False),
     ("GpuAllowedRegistries", "registries not a list", _unchanged, {"registries": REGISTRY}, False),
-    ("GpuAddedCapabilities", "an allowed capability", _adds("NET_RAW"), {}, True),
+    ("GpuAddedCapabilities", "an allowed capability", _adds("NET_RAW", "IPC_LOCK"), {}, True),
     ("GpuAddedCapabilities", "SYS_ADMIN", _adds("SYS_ADMIN"), {}, False),
-    ("GpuAddedCapabilities", "cap_sys_admin", _adds("NET_RAW", "cap_sys_admin"), {}, False),
+    ("GpuAddedCapabilities", "cap_sys_module", _adds("NET_RAW", "cap_sys_module"), {}, False),
     ("GpuAddedCapabilities", "a non-ASCII name", _adds(LONG_S_ADMIN), {}, False),
     ("GpuAddedCapabilities", "a non-ASCII parameter", _unchanged, {"capabilities": ["ß"]}, False),
     ("GpuAddedCapabilities", "a name not a string", _adds(5), {}, False),
     ("GpuAddedCapabilities", "add not a list", _context({"capabilities": {"add": "NET_RAW"}}), {}, False),
+    ("GpuCdiAnnotations", "ordinary annotations", _annotations({"a.b/cdi.k8s.io": "1"}), {}, True),
+    ("GpuCdiAnnotations", "a CDI request", _annotations({"cdi.k8s.io/x": "nvidia.com/gpu=all"}), {}, False),
+    ("GpuCdiAnnotations", "a vendor CDI request", _annotations({"nvidia.cdi.k8s.io/x": "a"}), {}, False),
+    ("GpuCdiAnnotations", "annotations a list", _annotations(["cdi.k8s.io/x"]), {}, False),
     ("GpuDeviceEnvironment", "ordinary variables", _env("HOME", "CUDA_CACHE_PATH"), {}, True),
-    ("GpuDeviceEnvironment", "a device variable", _env("NVIDIA_VISIBLE_DEVICES"), {}, False),
-    ("GpuDeviceEnvironment", "envFrom", TAKES_ENV_FROM, {}, False),
+    ("GpuDeviceEnvironment", "void devices", _env_value("NVIDIA_VISIBLE_DEVICES", "void"), {}, True),
+    ("GpuDeviceEnvironment", "NVENC's capabilities", _capabilities("compute,video"), {}, True),
+    ("GpuDeviceEnvironment", "a device variable", _env_value("NVIDIA_VISIBLE_DEVICES", "all"), {}, False),
+    ("GpuDeviceEnvironment", "capabilities all", _capabilities("all"), {}, False),
+    ("GpuDeviceEnvironment", "a capability with a tab", _capabilities("\tvideo"), {}, False),
+    ("GpuDeviceEnvironment", "envFrom in the GPU container", TAKES_ENV_FROM, {}, False),
     ("GpuDeviceEnvironment", "envFrom, allowed", TAKES_ENV_FROM, {"allowEnvFrom": True}, True),
     ("GpuDeviceEnvironment", "envFrom, allowed by a string", TAKES_ENV_FROM, {"allowEnvFrom": "yes"}, False),
+    ("GpuDeviceEnvironment", "envFrom with a harmless prefix",
+     _set("main.envFrom", [{"prefix": "APP_", "configMapRef": {"name": "a"}}]), {}, True),
+    ("GpuDeviceEnvironment", "envFrom with prefix NVIDIA_",
+     _set("main.envFrom", [{"prefix": "NVIDIA_", "configMapRef": {"name": "a"}}]), {}, False),
     ("GpuDeviceEnvironment", "env an object", _set("main.env", {"name": "HOME"}), {}, False),
-    ("GpuHostDevicePath", "a hostPath volume", _set("spec.volumes", HOST_TMP), {}, False),
-    ("GpuHostDevicePath", "volumes an object", _set("spec.volumes", {"name": "data"}), {}, False),
+    ("GpuDeviceListMounts", "a mount under the device list", _mount(f"{DEVICE_LIST}/x"), {}, False),
+    ("GpuDeviceListMounts", "a mount path not a string", _mount(5), {}, False),
+    ("GpuHostPaths", "a hostPath volume", _set("spec.volumes", HOST_TMP), {}, False),
+    ("GpuHostPaths", "volumes an object", _set("spec.volumes", {"name": "data"}), {}, False),
     ("GpuHostNamespaces", "hostPID false", _set("spec.hostPID", False), {}, True),
     ("GpuHostNamespaces", "hostPID", _set("spec.hostPID", True), {}, False),
     ("GpuHostNamespaces", "hostIPC", _set("spec.hostIPC", True), {}, False),
+    ("GpuHostNamespaces", "hostNetwork", _set("spec.hostNetwork", True), {}, False),
+    ("GpuHostNamespaces", "hostNetwork, allowed", _set("spec.hostNetwork", True), ALLOW_NETWORK, True),
     ("GpuMaxPerPod", "exactly the maximum", _unchanged, {"max": 1}, True),
     ("GpuMaxPerPod", "more than the maximum", _unchanged, {"max": 0}, False),
-    ("GpuMaxPerPod", "a fractional count", _set(GPU_LIMIT, "1.5"), {}, False),
+    ("GpuMaxPerPod", "a fractional count", _set("main.resources", FRACTIONAL), {}, False),
     ("GpuMaxPerPod", "max a string", _unchanged, {"max": "8"}, False),
     ("GpuMaxPerPod", "max a boolean", _unchanged, {"max": True}, False),
     ("GpuMaxPerPod", "max absent", _unchanged, {"max": ABSENT}, False),
@@ -663,7 +771,7 @@ def test_a_precheck_clears_a_clean_gpu_pod_and_leaves_the_rest_to_rego(
     parameters = {**bundled_parameters[kind], **overrides}
     parameters = {key: value for key, value in parameters.items() if value is not ABSENT}
     review = review_of_request(_request(pod, "CREATE"))
-    found = pod_create(review)
+    found = created(review)
     assert found is not None
     assert prechecks[kind](found, parameters) is cleared
     if cleared:  # the table itself must be right about what is clean
@@ -731,7 +839,7 @@ POD_CREATE_ROWS: list[tuple[str, dict[str, Any], bool]] = [
 def test_pod_create_accepts_only_a_well_formed_pod_being_created(
     review: dict[str, Any], is_pod: bool
 ) -> None:
-    found = pod_create(review)
+    found = pod_create(review, {})
     assert (found is not None) is is_pod
     if found is not None:
         spec = review["object"]["spec"]
@@ -785,7 +893,7 @@ def test_a_violating_pod_still_gets_its_violation_from_rego(
     _main(pod)["securityContext"] = {"privileged": True}
     request = _request(pod, "CREATE")
     # The engine skips Rego for every template but the one that finds the violation.
-    found = pod_create(review_of_request(request))
+    found = created(review_of_request(request))
     assert found is not None
     cleared = {kind for kind, check in prechecks.items() if check(found, bundled_parameters[kind])}
     assert cleared == set(KINDS) - {"GpuPrivilegedContainer"}
@@ -793,7 +901,11 @@ def test_a_violating_pod_still_gets_its_violation_from_rego(
     privileged = results.pop("GpuPrivilegedContainer")
     assert privileged.error is None
     assert [(v.msg, v.details) for v in privileged.violations] == [
-        ("Pod trainer-0: container <trainer> is privileged in a GPU pod", {"container": "trainer"})
+        (
+            "Pod trainer-0: container <trainer> is privileged, and a privileged container sees every device "
+            "of its node",
+            {"container": "trainer"},
+        )
     ]
     assert set(results) == cleared
     assert all(r.error is None and not r.violations for r in results.values())
@@ -854,7 +966,7 @@ def test_the_engine_decides_alike_with_and_without_prechecks(
         assert bundled == _decision(twin.evaluate(request, constraints))
         found = _decision(with_prechecks.evaluate(request, generated))
         assert found == _decision(without.evaluate(request, generated))
-        pod = pod_create(review_of_request(request))
+        pod = created(review_of_request(request))
         for c in generated.constraints:
             if pod is not None and c.kind in prechecks and prechecks[c.kind](pod, c.parameters):
                 outcomes["cleared by its precheck"] += 1

@@ -140,4 +140,13 @@ def test_review_answers_every_pod_within_the_contract(obj: dict[str, Any], endpo
     decision = review(request, endpoint, ReviewDeps(policies=PolicySet()))
     response = _reply(doc, decision, endpoint)
     assert response["allowed"] is True
-    assert "patch" not in response  # no policies are loaded: nothing to change
+    if endpoint == "validate":
+        assert "patch" not in response
+        return
+    # With no policy, the only change is `void` for the containers that get no GPU.
+    patched = apply_patch(obj, response) if "patch" in response else obj
+    for container in patched["spec"]["containers"]:
+        env = {e["name"]: e.get("value") for e in container.get("env", [])}
+        gets_gpu = "nvidia.com/gpu" in container.get("resources", {}).get("limits", {})
+        assert (env.get("NVIDIA_VISIBLE_DEVICES") == "void") is not gets_gpu, container["name"]
+    assert {k: v for k, v in patched.items() if k != "spec"} == {k: v for k, v in obj.items() if k != "spec"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
@@ -100,25 +101,35 @@ def test_too_large_for_mig_is_denied_over_https(server: ServerProcess) -> None:
     assert "100Gi" in response["status"]["message"] and "7g.80gb" in response["status"]["message"]
 
 
+VOID = {"op": "add", "value": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]}
+
+
 @pytest.mark.parametrize(
-    "obj",
+    ("obj", "voided"),
     [
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "web", "namespace": "example-mig"},
-            "spec": {"containers": [{"name": "c", "image": "x"}]},
-        },
-        gpu_pod("no-policy-here"),
-        gpu_pod("kube-system"),
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "example-mig"}},
+        (
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "web", "namespace": "example-mig"},
+                "spec": {"containers": [{"name": "c", "image": "x"}]},
+            },
+            ["/spec/containers/0/env"],
+        ),
+        (gpu_pod("no-policy-here"), ["/spec/containers/1/env"]),
+        (gpu_pod("kube-system"), []),
+        ({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "example-mig"}}, []),
     ],
     ids=["no GPU", "no matching policy", "excluded namespace", "not a pod"],
 )
-def test_no_ops_get_no_patch(server: ServerProcess, obj: dict[str, Any]) -> None:
+def test_without_a_policy_only_containers_without_gpus_are_voided(
+    server: ServerProcess, obj: dict[str, Any], voided: list[str]
+) -> None:
     review = make_review(obj)
     response = check_reply(review, server.client().post_json("/mutate", review), "mutate")
-    assert response["allowed"] is True and "patch" not in response
+    assert response["allowed"] is True
+    patch = json.loads(base64.b64decode(response["patch"])) if "patch" in response else []
+    assert patch == [{**VOID, "path": path} for path in voided]
 
 
 def test_server_and_offline_review_agree(server: ServerProcess, tmp_path: Path) -> None:

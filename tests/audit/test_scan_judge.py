@@ -132,7 +132,7 @@ def test_an_object_review_cannot_judge_is_denied_and_the_scan_goes_on(
     assert outcome.summary.objects == 3 and outcome.summary.unreviewable == 1
     assert [(r["name"], [f["policy"] for f in r["findings"]]) for r in outcome.objects] == [
         ("breaks", ["gpu-webhook/scan"]),
-        ("after", ["gpu-no-host-ipc-pid"]),
+        ("after", ["gpu-no-host-namespaces"]),
     ]
     assert ENV_CANARY not in str(outcome.objects)
     assert "could not be reviewed: internal error (ref " in outcome.objects[0]["findings"][0]["message"]

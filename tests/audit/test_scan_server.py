@@ -38,7 +38,7 @@ def test_a_server_with_a_scan_interval_writes_scan_records_and_gauges(cert_dir: 
         assert (first["objects"], first["with_findings"], first["deny"]) == (
             len(CASES),
             len(ESCAPES),
-            len(ESCAPES),
+            sum(len(c.policies) for c in ESCAPES),
         )
         review = make_review(pod("admitted-meanwhile", hostPID=True))
         check_reply(review, server.client().post_json("/validate", review), "validate")
@@ -48,7 +48,7 @@ def test_a_server_with_a_scan_interval_writes_scan_records_and_gauges(cert_dir: 
         server.stop_gracefully()
     finally:
         server.stop()
-    assert 'gpu_webhook_scan_violations{action="deny",policy="gpu-no-host-ipc-pid"} 2.0' in metrics
+    assert 'gpu_webhook_scan_violations{action="deny",policy="gpu-no-host-namespaces"} 2.0' in metrics
     assert 'gpu_webhook_scan_violations{action="deny",policy="gpu-max-per-pod"} 1.0' in metrics
     assert 'gpu_webhook_scan_violations{action="deny",policy="gpu-ignore-label-admins-only"} 0.0' in metrics
     assert f"gpu_webhook_scan_objects {float(len(CASES))}" in metrics

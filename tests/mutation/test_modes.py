@@ -284,7 +284,8 @@ def test_checkpoint_native_sidecar_mounts_into_gpu_app_containers_only() -> None
     main, logger = result["spec"]["containers"]
     assert {"name": "gpuwebhook-checkpoint", "mountPath": "/ckpt"} in main["volumeMounts"]
     assert {"name": "CHECKPOINT_INTERVAL_SECONDS", "value": "300"} in main["env"]
-    assert "volumeMounts" not in logger and "env" not in logger
+    assert "volumeMounts" not in logger  # only what any container without a GPU gets:
+    assert logger["env"] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]
     assert result["spec"]["terminationGracePeriodSeconds"] == 90
 
 

@@ -128,17 +128,17 @@ ESCAPES = [
             volumes=[{"name": "gpu", "hostPath": {"path": "/dev/nvidia0"}}],
             main=container(volumeMounts=[{"name": "gpu", "mountPath": "/dev/nvidia0"}]),
         ),
-        "gpu-no-host-device-paths",
+        "gpu-host-paths-allow-list",
     ),
     case(
         pod("sys-admin", main=container(securityContext={"capabilities": {"add": ["SYS_ADMIN"]}})),
-        "gpu-no-admin-capabilities",
+        "gpu-no-host-capabilities",
     ),
     case(
         pod("privileged", main=container(securityContext={"privileged": True})),
         "gpu-no-privileged-containers",
     ),
-    case(pod("host-pid", hostPID=True), "gpu-no-host-ipc-pid"),
+    case(pod("host-pid", hostPID=True), "gpu-no-host-namespaces"),
     case(
         workload("Deployment", "trainer", main=container(securityContext={"privileged": True})),
         "gpu-no-privileged-containers",
@@ -156,9 +156,30 @@ ESCAPES = [
             restartPolicy="Never",
             volumes=[{"name": "dri", "hostPath": {"path": "/dev/dri"}}],
         ),
-        "gpu-no-host-device-paths",
+        "gpu-host-paths-allow-list",
     ),
-    case(workload("DaemonSet", "exporter", hostIPC=True), "gpu-no-host-ipc-pid"),
+    case(workload("DaemonSet", "exporter", hostIPC=True), "gpu-no-host-namespaces"),
+    # Device access needs no GPU request: these rules hold for every pod.
+    case(
+        pod("cpu-privileged", main=container(gpus=0, securityContext={"privileged": True})),
+        "gpu-no-privileged-containers",
+    ),
+    case(
+        pod(
+            "cpu-device-list",
+            volumes=[{"name": "null", "hostPath": {"path": "/dev/null"}}],
+            main=container(
+                gpus=0,
+                volumeMounts=[{"name": "null", "mountPath": "/var/run/nvidia-container-devices/all"}],
+            ),
+        ),
+        "gpu-host-paths-allow-list",
+        "gpu-no-device-list-mounts",
+    ),
+    case(
+        pod("cdi", meta={"annotations": {"cdi.k8s.io/gpu": "nvidia.com/gpu=all"}}, main=container(gpus=0)),
+        "gpu-no-cdi-annotations",
+    ),
 ]
 BENIGN = [
     case(namespace("ml")),
@@ -179,7 +200,7 @@ BENIGN = [
             },
         )
     ),
-    case(pod("cpu-only", main=container(gpus=0, securityContext={"privileged": True}))),
+    case(pod("cpu-only", main=container(gpus=0))),
 ]
 SKIPPED = [
     pod("in-kube-system", "kube-system", main=container(securityContext={"privileged": True})),

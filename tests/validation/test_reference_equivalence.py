@@ -5,7 +5,7 @@ bundle, folds a kind's only parameter set into that bundle's data, sets the inpu
 request and queries templates directly. The reference here does none of that: it tries
 every constraint's match on every subject, and runs each matching constraint's template
 from its source text in a fresh regopy interpreter with Gatekeeper's plain input
-`{review, parameters}`. Both must find the same violations for every review.
+`{review, parameters}`, plus the webhook's GPU count `gpu`. Both must find the same violations for every review.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from regopy import Input, Interpreter
 
 from tests.support.pods import make_pod, res
+from webhook.accounting import count_object
 from webhook.policy.loader import load_directory, regopy_engine
 from webhook.policy.model import PolicySet
 from webhook.validation.gatekeeper import Constraint, ConstraintTemplate
@@ -104,7 +105,9 @@ def _run_template(
     interpreter = Interpreter()
     for n, source in enumerate([*template.libs, template.rego]):
         interpreter.add_module(f"m{n}.rego", source.text)
-    interpreter.set_input(Input({"review": review, "parameters": dict(constraint.parameters)}))
+    # Gatekeeper's input, and the webhook's own GPU count that the bundle's GPU rules read.
+    gpu = count_object(review.get("object")).as_input()
+    interpreter.set_input(Input({"review": review, "parameters": dict(constraint.parameters), "gpu": gpu}))
     package = template.rego.text.split("package ", 1)[1].split()[0]
     output = interpreter.query(f"v := data.{package}.violation")
     assert output.ok(), output

@@ -71,7 +71,11 @@ CASES: list[tuple[str, dict[str, Any], str | None]] = [
         pod(container(securityContext={"privileged": True})),
         "gpu-no-privileged-containers",
     ),
-    ("privileged CPU container is not ours to judge", pod(cpu(securityContext={"privileged": True})), None),
+    (
+        "privileged CPU container: device access needs no GPU request",
+        pod(cpu(securityContext={"privileged": True})),
+        "gpu-no-privileged-containers",
+    ),
     (
         "NVIDIA_VISIBLE_DEVICES in a CPU pod",
         pod(cpu(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])),
@@ -95,24 +99,24 @@ CASES: list[tuple[str, dict[str, Any], str | None]] = [
     (
         "hostPath /dev/nvidia0",
         pod(container(), volumes=[{"name": "d", "hostPath": {"path": "/dev/nvidia0"}}]),
-        "gpu-no-host-device-paths",
+        "gpu-host-paths-allow-list",
     ),
     (
         "hostPath /run/nvidia",
         pod(container(), volumes=[{"name": "d", "hostPath": {"path": "/run/nvidia"}}]),
-        "gpu-no-host-device-paths",
+        "gpu-host-paths-allow-list",
     ),
     (
         "SYS_ADMIN",
         pod(container(securityContext={"capabilities": {"add": ["SYS_ADMIN"]}})),
-        "gpu-no-admin-capabilities",
+        "gpu-no-host-capabilities",
     ),
     (
         "ALL capabilities",
         pod(container(securityContext={"capabilities": {"add": ["ALL"]}})),
-        "gpu-no-admin-capabilities",
+        "gpu-no-host-capabilities",
     ),
-    ("hostIPC", pod(container(), hostIPC=True), "gpu-no-host-ipc-pid"),
+    ("hostIPC", pod(container(), hostIPC=True), "gpu-no-host-namespaces"),
     ("preset nodeName", pod(container(), nodeName="gpu-node-1"), "gpu-no-preset-node-name"),
     (
         "forged HAMi allocation",
@@ -157,7 +161,7 @@ def test_every_violation_is_its_own_line_and_annotated(bundled: PolicySet) -> No
     lines = decision.message.split("\n")
     assert len(lines) == 3 and all(line.startswith("[gpu-") for line in lines)
     violated = decision.audit_annotations["constraints-violated"].split(",")
-    assert violated == ["gpu-no-admin-capabilities", "gpu-no-host-ipc-pid", "gpu-no-privileged-containers"]
+    assert violated == ["gpu-no-host-capabilities", "gpu-no-host-namespaces", "gpu-no-privileged-containers"]
     assert int(decision.audit_annotations["constraints-evaluated"]) >= 9
 
 

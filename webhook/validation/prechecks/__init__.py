@@ -32,7 +32,7 @@ PRECHECKS: dict[str, Precheck] = {
     "8432d5dc0841a8334578cff57e4eeeb5081940e27db6555e022b5719258d9e89": bundle.added_capabilities,
     "a39f0ab47d779c40bf58ce9ded1f12e7fd2f80e0d8b8332f5f89de04f830ec82": bundle.allowed_registries,
     "fcc52384329ce0e877c546227dac43a2a09d29f9ee4832768181c9b17bbb4c94": bundle.cdi_annotations,
-    "bdefdb9cbb95027788744a4917d7b7a2cdf0805c8a9113fbb5f5716406623048": bundle.device_environment,
+    "97186ae0f39f075666178c4123e653ca047ab57ce84944aadaebcdaee2e97fb8": bundle.device_environment,
     "a65a8485091c4a8fb129e07d9d35d22a22e48f1b3d273c7141d9c326c921d9b0": bundle.device_list_mounts,
     "6808dcfb1de4998750260ebbd339f5e6ff7172b12c7e12c260307c868439adb5": bundle.host_namespaces,
     "fca9efc5f9b51994f862602d36f0e625ecfe52dbefbb849bd8167d2b0b1c17af": bundle.host_paths,

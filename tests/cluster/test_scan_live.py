@@ -127,13 +127,13 @@ def test_of_two_replicas_only_the_lease_holder_scans(
     (leader,) = [s for s in replicas if holder.endswith(f"/{s.process.pid}")]
     (follower,) = [s for s in replicas if s is not leader]
     finished = leader.wait_for_log(lambda e: e.get("msg") == "scan finished", timeout=60)
-    assert (finished["objects"], finished["deny"]) == (len(CASES), len(ESCAPES))
+    assert (finished["objects"], finished["deny"]) == (len(CASES), sum(len(c.policies) for c in ESCAPES))
     assert finished["source"].startswith("cluster (kubeconfig ")
     metrics = {s is leader: s.client().request("GET", "/metrics").body.decode() for s in replicas}
     assert "gpu_webhook_scan_leader 1.0" in metrics[True]
     assert "gpu_webhook_scan_leader 0.0" in metrics[False]
     assert (
-        'gpu_webhook_scan_violations{action="deny",policy="gpu-no-privileged-containers"} 2.0'
+        'gpu_webhook_scan_violations{action="deny",policy="gpu-no-privileged-containers"} 3.0'
         in metrics[True]
     )
     assert "gpu_webhook_scan_violations{" not in metrics[False]

@@ -118,7 +118,10 @@ VOID = {"op": "add", "value": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void
         ),
         (gpu_pod("no-policy-here"), ["/spec/containers/1/env"]),
         (gpu_pod("kube-system"), []),
-        ({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "example-mig"}}, []),
+        (
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "example-mig"}},
+            [],
+        ),
     ],
     ids=["no GPU", "no matching policy", "excluded namespace", "not a pod"],
 )

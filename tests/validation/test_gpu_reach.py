@@ -27,6 +27,7 @@ CONFIGURATIONS = [
     REPO / "manifests" / "base" / name for name in ("mutatingwebhook.yaml", "validatingwebhook.yaml")
 ]
 GPU = {"nvidia.com/gpu": "1"}
+CAPABILITIES = "NVIDIA_DRIVER_CAPABILITIES"
 VISIBLE = "NVIDIA_VISIBLE_DEVICES"
 
 
@@ -145,7 +146,7 @@ ESCAPES: list[tuple[str, Any, str]] = [
     ("cap_all", capability("cap_all"), "cap_all"),
     ("SYS_ADMIN in an init container", capability("SYS_ADMIN", "initContainers"), "SYS_ADMIN"),
     ("NVIDIA_VISIBLE_DEVICES=all, no GPU", env(VISIBLE, "all"), "sets NVIDIA_VISIBLE_DEVICES;"),
-    ("NVIDIA_VISIBLE_DEVICES=0 in a GPU pod", env("NVIDIA_VISIBLE_DEVICES", "0", gpu=True), "sets NVIDIA_VISIBLE_DEVICES;"),
+    ("NVIDIA_VISIBLE_DEVICES=0 in a GPU pod", env(VISIBLE, "0", gpu=True), "sets NVIDIA_VISIBLE_DEVICES;"),
     ("IMEX channels", env("NVIDIA_IMEX_CHANNELS", "all"), "NVIDIA_IMEX_CHANNELS"),
     ("MOFED", env("NVIDIA_MOFED", "enabled"), "NVIDIA_MOFED"),
     ("NVSwitch", env("NVIDIA_NVSWITCH", "enabled"), "NVIDIA_NVSWITCH"),
@@ -161,7 +162,7 @@ ESCAPES: list[tuple[str, Any, str]] = [
      "prefix N"),
     ("envFrom without prefix in a GPU container",
      pod(container(limits=GPU, envFrom=[{"configMapRef": {"name": "c"}}])), "gets GPUs and takes envFrom"),
-    ("driver capabilities all", env("NVIDIA_DRIVER_CAPABILITIES", "all", gpu=True), "with a capability outside"),
+    ("driver capabilities all", env(CAPABILITIES, "all", gpu=True), "with a capability outside"),
     ("a DRA claim and privileged", pod(
         container(securityContext={"privileged": True}, resources={"claims": [{"name": "gpus"}]}),
         resourceClaims=[CLAIM]), "is privileged"),

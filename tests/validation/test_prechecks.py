@@ -84,16 +84,21 @@ def _mostly(usual: Strategy, odd: Sequence[Any], one_in: int = 4) -> Strategy:
 
 # --- Generated reviews ------------------------------------------------------------------------
 
-# The Rego's own defaults, written out here rather than taken only from bundle.py, so that a
-# precheck whose list lost a name is caught; bundle.py's lists are added in case they grow.
+# The shipped constraint's keys, and some that only look like them.
 SCHEDULER_ANNOTATIONS = sorted(
     {
-        "hami.io/vgpu-devices-allocated",
-        "hami.io/vgpu-devices-to-allocate",
         "hami.io/vgpu-node",
-        "hami.io/bind-phase",
+        "hami.io/vgpu-devices-to-allocate",
+        "hami.io/Ascend910B-devices-allocated",
+        "received-resource-type",
+        "runai/shared-gpu-configmap",
+        "volcano.sh/gpu-index",
         "scheduling.koordinator.sh/device-allocated",
-        *precheck_bundle._SCHEDULER_ANNOTATIONS,
+        "ALIYUN_COM_GPU_MEM_IDX",
+        "runai-gpu-group",
+        "runai-gpu-group/g1",
+        "hami.io/gpu-scheduler-policy",
+        "hami.io/-devices-allocated-x",
     }
 )
 DEVICE_VARIABLES = sorted(
@@ -110,6 +115,15 @@ DEVICE_VARIABLES = sorted(
     }
 )
 CAPABILITIES_VARIABLE = "NVIDIA_DRIVER_CAPABILITIES"
+# KAI's generated ConfigMap names for a pod named p or owned by trainer-7d9f, and forgeries.
+ANNOTATION_VALUES = [
+    "1",
+    "",
+    "p-bcdfghj-shared-gpu",
+    "trainer-7d9f-x2x4x5x-shared-gpu",
+    "other-bcdfghj-shared-gpu",
+]
+LABEL_KEYS = ["app", "runai-gpu-group", "runai-gpu-group/g1", "kai.scheduler/queue", "hami.io/vgpu-node"]
 ANNOTATION_KEYS = [
     *SCHEDULER_ANNOTATIONS,
     "run.ai/gpu-fraction",
@@ -319,9 +333,14 @@ POD_METADATA = _mostly(
         name=st.sampled_from(["p", "p", "", 5, ABSENT]),
         generateName=st.sampled_from([ABSENT, "p-"]),
         annotations=_mostly(
-            st.dictionaries(st.sampled_from(ANNOTATION_KEYS), st.sampled_from(["1", ""]), max_size=3),
+            st.dictionaries(st.sampled_from(ANNOTATION_KEYS), st.sampled_from(ANNOTATION_VALUES), max_size=3),
             [ABSENT, None, [], ["run.ai/x"], "run.ai/x"],
         ),
+        labels=_mostly(
+            st.dictionaries(st.sampled_from(LABEL_KEYS), st.just("1"), max_size=2),
+            [ABSENT, None, ["runai-gpu-group"]],
+        ),
+        ownerReferences=st.sampled_from([ABSENT, [{"name": "trainer-7d9f"}]]),
     ),
     [None, ABSENT, []],
     one_in=60,
@@ -387,6 +406,13 @@ def _list_param(values: Sequence[Any], odd: Sequence[Any], max_size: int = 3) ->
 
 
 WRONG_LISTS = [None, "x", [5], [None], {"a": "x"}]
+PATTERNS = [{"prefix": "hami.io/", "suffix": "-devices-allocated"}, {"prefix": "runai-", "suffix": ""}]
+SCHEDULER = "GpuSchedulerAnnotations"
+OWNS_NODE = {"annotations": ["hami.io/vgpu-node"]}
+OWNS_RUNAI = {"annotationPrefixes": ["run.ai/"]}
+OWNS_HAMI = {"annotationPatterns": PATTERNS}
+HALF_PATTERN = {"annotationPatterns": [{"prefix": "hami.io/"}]}
+OWNS_LABEL = {"labelPrefixes": ["runai-"]}
 EXTRA_GPU_RESOURCES = _list_param(["example.com/accel", "cpu", "nvidia.com/gpu"], WRONG_LISTS)
 USERS = _list_param(["alice", "bob"], WRONG_LISTS)
 GROUPS = _list_param(["gpu-admins", "system:masters"], WRONG_LISTS)
@@ -446,7 +472,11 @@ PARAMETERS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     "GpuPrivilegedContainer": _parameters(),
     "GpuSchedulerAnnotations": _parameters(
         annotations=_list_param(SCHEDULER_ANNOTATIONS, [*WRONG_LISTS, "hami.io/vgpu-node"]),
-        annotationPrefixes=_list_param(["run.ai/", "hami.io/", ""], [*WRONG_LISTS, "run.ai/"]),
+        annotationPrefixes=_list_param(["run.ai/", "runai-", "hami.io/", ""], [*WRONG_LISTS, "run.ai/"]),
+        annotationPatterns=_list_param(PATTERNS, [*WRONG_LISTS, {"prefix": "hami.io/"}, PATTERNS[0]]),
+        labels=_list_param(LABEL_KEYS, WRONG_LISTS),
+        labelPrefixes=_list_param(["runai-", ""], WRONG_LISTS),
+        labelPatterns=_list_param(PATTERNS, WRONG_LISTS),
         schedulerUsers=USERS,
         schedulerGroups=GROUPS,
     ),
@@ -748,8 +778,12 @@ ROWS: list[tuple[str, str, Change, dict[str, Any], bool]] = [
     ("GpuPrivilegedContainer", "privileged false", _context({"privileged": False}), {}, True),
     ("GpuPrivilegedContainer", "privileged", _context({"privileged": True}), {}, False),
     ("GpuPrivilegedContainer", "securityContext a string", _context("privileged"), {}, False),
-    ("GpuSchedulerAnnotations", "an owned annotation", _annotations({"hami.io/vgpu-node": "n"}), {}, False),
-    ("GpuSchedulerAnnotations", "an owned prefix", _annotations({"run.ai/gpu": "1"}), {}, False),
+    (SCHEDULER, "an owned annotation", _annotations({"hami.io/vgpu-node": "n"}), OWNS_NODE, False),
+    (SCHEDULER, "an owned prefix", _annotations({"run.ai/gpu": "1"}), OWNS_RUNAI, False),
+    (SCHEDULER, "an owned pattern", _annotations({"hami.io/x-devices-allocated": "1"}), OWNS_HAMI, False),
+    (SCHEDULER, "a pattern without suffix", _annotations({"hami.io/x": "1"}), HALF_PATTERN, False),
+    (SCHEDULER, "an owned label", _set("metadata.labels", {"runai-gpu-group": "g"}), OWNS_LABEL, False),
+    (SCHEDULER, "nothing owned", _annotations({"app": "1"}), OWNS_NODE, True),
     ("GpuSchedulerAnnotations", "annotations a list", _annotations(["app"]), {}, False),
 ]  # fmt: skip
 

@@ -5,7 +5,8 @@ bundle, folds a kind's only parameter set into that bundle's data, sets the inpu
 request and queries templates directly. The reference here does none of that: it tries
 every constraint's match on every subject, and runs each matching constraint's template
 from its source text in a fresh regopy interpreter with Gatekeeper's plain input
-`{review, parameters}`, plus the webhook's GPU count `gpu`. Both must find the same violations for every review.
+`{review, parameters}`, plus the webhook's GPU count `gpu`.
+Both must find the same violations for every review.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ PRECHECKS: dict[str, Precheck] = {
     "c1026acbe07399ca02122e283ae898a53014a199260763cb69d1ef4ac49443ce": bundle.max_per_pod,
     "c2a9e44fcaeb4f22aad236fd0adb9ef64bfc3953d054c1179fab0d89edd9daf2": bundle.preset_node_name,
     "056fcf5f12e22477bee12dd9591de4f6b1e9d1a223bff55004e517e33d293860": bundle.privileged_container,
-    "017cd63407de06541baba8e2cdda6c0729210ae2c32c8c5e27d05a407aa70018": bundle.scheduler_annotations,
+    "784c77396d811942e8d7325906521ca01a38dab7a9b3330cfa9ce35f4a637696": bundle.scheduler_annotations,
 }
 
 

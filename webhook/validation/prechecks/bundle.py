@@ -308,23 +308,41 @@ def privileged_container(pod: PodCreate, parameters: Parameters) -> bool:
     return True
 
 
-# GpuSchedulerAnnotations: on create, no annotation the GPU schedulers own.
-
-_SCHEDULER_ANNOTATIONS = [
-    "hami.io/vgpu-devices-allocated",
-    "hami.io/vgpu-devices-to-allocate",
-    "hami.io/vgpu-node",
-    "hami.io/bind-phase",
-    "scheduling.koordinator.sh/device-allocated",
-]
+# GpuSchedulerAnnotations: on create, no annotation or label that a GPU scheduler owns. A key the
+# template might allow (KAI's ConfigMap name) is left to the Rego.
 
 
 def scheduler_annotations(pod: PodCreate, parameters: Parameters) -> bool:
-    listed = _strings(parameters, "annotations", _SCHEDULER_ANNOTATIONS)
-    prefixes = _strings(parameters, "annotationPrefixes", ["run.ai/"])
-    annotations = pod.metadata.get("annotations", {})
-    if listed is None or prefixes is None or not isinstance(annotations, Mapping):
+    return all(_owns_none(pod.metadata, parameters, kind) for kind in ("annotations", "labels"))
+
+
+def _owns_none(metadata: Mapping[str, Any], parameters: Parameters, kind: str) -> bool:
+    singular = kind[:-1]
+    listed = _strings(parameters, kind, [])
+    prefixes = _strings(parameters, f"{singular}Prefixes", [])
+    patterns = _patterns(parameters.get(f"{singular}Patterns", []))
+    keys = metadata.get(kind, {})
+    if listed is None or prefixes is None or patterns is None or not isinstance(keys, Mapping):
         return False
-    owned = set(listed)
-    starts = tuple(prefixes)
-    return not any(key in owned or key.startswith(starts) for key in annotations)
+    owned, starts = set(listed), tuple(prefixes)
+    for key in keys:
+        if key in owned or key.startswith(starts):
+            return False
+        if any(key.startswith(prefix) and key.endswith(suffix) for prefix, suffix in patterns):
+            return False
+    return True
+
+
+def _patterns(value: Any) -> list[tuple[str, str]] | None:
+    """[{prefix, suffix}] as pairs; None if an entry lacks either string, which the Rego skips."""
+    if not isinstance(value, list):
+        return None
+    pairs = []
+    for item in value:
+        if not isinstance(item, Mapping):
+            return None
+        prefix, suffix = item.get("prefix"), item.get("suffix")
+        if type(prefix) is not str or type(suffix) is not str:
+            return None
+        pairs.append((prefix, suffix))
+    return pairs

@@ -137,6 +137,12 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=env("quota-failure-mode", "closed"),
         help="when the cluster cache is older than --max-staleness: closed denies GPU pods under a quota",
     )
+    serve.add_argument(
+        "--enforcement",
+        choices=["policy", "warn"],
+        default=env("enforcement", "policy"),
+        help="warn: constraints that would deny only warn (roll out with this, list offenders with scan)",
+    )
     _add_engine_options(serve)
     serve.add_argument("--failure-mode", choices=["closed", "open"], default=env("failure-mode", "closed"))
     add_audit_serve_options(serve, env)
@@ -219,6 +225,7 @@ def _serve(args: argparse.Namespace) -> int:
         max_inflight=args.max_inflight,
         review_threads=args.review_threads,
         quota_failure_mode=args.quota_failure_mode,
+        enforcement=args.enforcement,
         engine=args.engine,
         opa_url=args.opa_url,
         opa_timeout_seconds=args.opa_timeout,

@@ -46,6 +46,7 @@ def build_service(settings: Settings) -> Service:
         settings.own_username,
         settings.advisory_webhook,
         settings.quota_failure_mode,
+        settings.enforcement,
     )
 
     def run_review(request: AdmissionRequest, endpoint: Endpoint, *, may_block: bool = True) -> Decision:

@@ -19,6 +19,7 @@ EXEMPT_NAMESPACES = ("kube-system", DEFAULT_NAMESPACE, *GPU_STACK_NAMESPACES)
 MiB = 1024 * 1024
 
 FailureMode = Literal["closed", "open"]
+Enforcement = Literal["policy", "warn"]
 AuditFsync = Literal["always", "batch", "never"]
 QuotaConsistency = Literal["per-replica", "strict"]
 DEFAULT_RESERVATION_TTL_SECONDS = 30.0
@@ -69,6 +70,8 @@ class Settings:
     max_inflight: int = 256
     review_threads: int = 2
     quota_failure_mode: FailureMode = "closed"
+    # "warn" reports what constraints would deny as warnings: the rollout stage before enforcing.
+    enforcement: Enforcement = "policy"
     failure_mode: FailureMode = "closed"
     audit_fsync: AuditFsync = "batch"
     audit_max_bytes: int = 100 * MiB

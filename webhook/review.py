@@ -13,7 +13,7 @@ from typing import Any
 
 from webhook import gpu
 from webhook.accounting import count_gpus
-from webhook.config import EXEMPT_NAMESPACES, FailureMode
+from webhook.config import EXEMPT_NAMESPACES, Enforcement, FailureMode
 from webhook.decision import ALLOW, Decision, Finding, clamp_warnings, deny
 from webhook.errors import AdmissionDenied, ClusterError
 from webhook.match import glob_matches
@@ -49,6 +49,9 @@ class ReviewSettings:
     advisory_webhook: bool = False
     # What quota answers when it cannot trust the cluster state (the API has been out of reach).
     quota_failure_mode: FailureMode = "closed"
+    # "warn": every constraint that would deny warns instead, so a cluster sees what enforcing would
+    # refuse before it does (built-in GPU checks, quota and malformed objects still deny).
+    enforcement: Enforcement = "policy"
 
     def actions(self, endpoint: Endpoint) -> frozenset[EnforcementAction]:
         if endpoint == "advisory":
@@ -158,7 +161,7 @@ def validate(
         may_block=deps.may_block,
         gpu=None if reviewed is None else count_gpus(reviewed[0].pod),
     )
-    findings += constraints.findings
+    findings += _as_enforced(constraints.findings, deps.settings.enforcement)
     if subject is None or any(f.action == "deny" for f in findings):
         decision = decide(findings)
     else:
@@ -168,6 +171,12 @@ def validate(
             decision, audit_annotations={**decision.audit_annotations, **constraints.audit_annotations}
         )
     return decision
+
+
+def _as_enforced(findings: list[Finding], enforcement: Enforcement) -> list[Finding]:
+    if enforcement == "policy":
+        return findings
+    return [replace(f, action="warn") if f.action == "deny" else f for f in findings]
 
 
 def _builtin(

@@ -14,6 +14,7 @@ import pytest
 from tests.conftest import BUNDLED_POLICIES
 from tests.support.apiserver import check_reply
 from tests.support.reviews import load_example, make_review
+from tests.support import cli
 from tests.support.server import ServerProcess, start_server
 from tests.support.tlsclient import JSON_HEADERS, SERVICE_NAME, TLSClient, client_context
 from webhook import certs
@@ -185,6 +186,15 @@ def test_client_certificates_are_required_with_client_ca(cert_dir: Path, tmp_pat
         stranger.context.load_cert_chain(cert_dir / "tls.crt", cert_dir / "tls.key")  # signed by another CA
         with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
             stranger.request("GET", "/healthz")
+        # The exec probe the mTLS component installs: passes with a client certificate only.
+        probe = ["probe", f"https://127.0.0.1:{server.port}/readyz", "--ca-file", str(cert_dir / "ca.crt")]
+        assert cli.gpu_webhook(*probe, "--client-cert-dir", str(tmp_path / "client")).returncode == 0
+        refused = cli.gpu_webhook(*probe)
+        assert refused.returncode == 1 and "gpu-webhook probe:" in refused.stderr
+        assert cli.gpu_webhook(
+            "probe", f"https://127.0.0.1:{server.port}/nonexistent", "--ca-file", str(cert_dir / "ca.crt"),
+            "--client-cert-dir", str(tmp_path / "client"),
+        ).returncode == 1  # fmt: skip
     finally:
         server.stop_gracefully()
 

@@ -12,9 +12,9 @@ import orjson
 import pytest
 
 from tests.conftest import BUNDLED_POLICIES
+from tests.support import cli
 from tests.support.apiserver import check_reply
 from tests.support.reviews import load_example, make_review
-from tests.support import cli
 from tests.support.server import ServerProcess, start_server
 from tests.support.tlsclient import JSON_HEADERS, SERVICE_NAME, TLSClient, client_context
 from webhook import certs

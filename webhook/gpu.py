@@ -22,6 +22,8 @@ DEFAULT_SCHEDULER = "default-scheduler"
 KAI_FRACTION = "gpu-fraction"
 KAI_MEMORY = "gpu-memory"
 KAI_NUM_DEVICES = "gpu-fraction-num-devices"
+# What asks KAI for a share of a GPU (KAI-Scheduler pkg/common/constants/constants.go).
+KAI_ANNOTATIONS = frozenset({KAI_FRACTION, KAI_MEMORY, KAI_NUM_DEVICES})
 MIG_SLICES = 7
 _MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-([1-7])g\.([0-9]{1,4})gb$")
 

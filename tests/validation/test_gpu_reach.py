@@ -47,10 +47,18 @@ def container(name: str = "main", limits: dict[str, str] | None = None, **extra:
     return found
 
 
-def pod(*containers: dict[str, Any], namespace: str = "team-a", annotations: Any = None, **spec: Any) -> Any:
+def pod(
+    *containers: dict[str, Any],
+    namespace: str = "team-a",
+    annotations: Any = None,
+    labels: Any = None,
+    **spec: Any,
+) -> Any:
     metadata: dict[str, Any] = {"name": "p", "namespace": namespace}
     if annotations:
         metadata["annotations"] = annotations
+    if labels:
+        metadata["labels"] = labels
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -184,6 +192,19 @@ ESCAPES: list[tuple[str, Any, str]] = [
     ("a field of the wrong type", pod(container(securityContext={"privileged": "true"})),
      "must be a boolean"),
     ("hostPID as a string", pod(hostPID="true"), "must be a boolean"),
+    ("a MIG slice where GPUs are time-sliced",
+     pod(container(limits={"nvidia.com/mig-1g.10gb": "1"}), namespace="example-timeslice"), "the MIG slice"),
+    ("KAI's fraction where MIG shares GPUs",
+     pod(annotations={"gpu-fraction": "0.5"}, namespace="example-mig", schedulerName="kai-scheduler"),
+     "a KAI GPU fraction"),
+    ("a time-sliced GPU where MIG shares GPUs",
+     pod(container(limits={"nvidia.com/gpu.shared": "1"}), namespace="example-mig"),
+     "the shared GPU resource"),
+    ("KAI's ConfigMap of another pod",
+     pod(annotations={"gpu-fraction": "0.5", "runai/shared-gpu-configmap": "victim-x7k2m9q-shared-gpu"},
+         schedulerName="kai-scheduler"), "runai/shared-gpu-configmap belongs to the GPU scheduler"),
+    ("KAI's GPU group label", pod(container(limits=GPU), labels={"runai-gpu-group": "g1"}),
+     "label runai-gpu-group"),
 ]  # fmt: skip
 
 
@@ -215,12 +236,16 @@ def kai_fraction_pod() -> Any:
         envFrom=[{"configMapRef": {"name": f"{prefix}-0-evar", "optional": False}}],
         volumeMounts=[{"name": f"{prefix}-0-vol", "mountPath": "/etc/runai.d"}],
     )
-    return pod(
+    found = pod(
         main,
         annotations={"gpu-fraction": "0.5", "runai/shared-gpu-configmap": prefix},
         schedulerName="kai-scheduler",
         volumes=[{"name": f"{prefix}-0-vol", "configMap": {"name": f"{prefix}-0"}}],
     )
+    # KAI names the ConfigMaps after the pod's first owner (gpusharingconfigmap/config_map.go).
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "0f3c", "controller": True}
+    found["metadata"]["ownerReferences"] = [owner]
+    return found
 
 
 def operator_pod(name: str, **spec: Any) -> Any:
@@ -337,3 +362,30 @@ def test_the_exempt_namespaces_cannot_be_created_by_just_anyone(dispatcher: Disp
     assert not denied.allowed and "only administrators may create it" in denied.message
     admin = Request("CREATE", namespace, resource="namespaces", groups=("system:masters",))
     assert dispatcher.admit(admin).allowed
+
+
+@pytest.mark.parametrize(
+    ("key", "where", "scheduler"),
+    [
+        ("hami.io/vgpu-node", "annotations", "system:serviceaccount:kube-system:hami-scheduler"),
+        ("volcano.sh/gpu-index", "annotations", "system:serviceaccount:volcano-system:volcano-scheduler"),
+        ("runai-gpu-group", "labels", "system:serviceaccount:kai-scheduler:binder"),
+    ],
+)
+def test_a_pod_update_cannot_forge_what_the_scheduler_writes(
+    dispatcher: Dispatcher, key: str, where: str, scheduler: str
+) -> None:
+    before = pod(container(limits=GPU))
+    after = copy.deepcopy(before)
+    after["metadata"][where] = {key: "gpu-node-7"}
+    outcome = dispatcher.admit(Request("UPDATE", after, old_object=before))
+    assert not outcome.allowed and key in outcome.message
+    assert dispatcher.admit(Request("UPDATE", after, old_object=before, username=scheduler)).allowed
+
+
+def test_a_pod_update_that_changes_nothing_reviewed_is_never_sent(dispatcher: Dispatcher) -> None:
+    before = pod(container(limits=GPU), nodeName="gpu-node-1")
+    after = copy.deepcopy(before)
+    after["spec"]["activeDeadlineSeconds"] = 60
+    outcome = dispatcher.admit(Request("UPDATE", after, old_object=before))
+    assert outcome.allowed and outcome.called == []

@@ -92,6 +92,13 @@ def _sharing_enforced(
         return [Finding(SHARING, "deny", str(e))]
     if needs.opt_out and policy.sharing.allow_opt_out:
         return []
+    foreign = _foreign_share(target, policy, shared_names)
+    if foreign is not None:
+        message = (
+            f"{target.describe()} asks for {foreign}, but policy {policy.name} shares GPUs here by "
+            f"{policy.sharing.mode}; ask for whole GPUs and let the webhook share them"
+        )
+        return [Finding(SHARING, "deny", message)]
     if not gpu_containers(target):  # every rewrite edits only containers that ask for whole GPUs
         return []
     copy = PodTarget(clone(target.pod), target.kind, target.name)
@@ -106,3 +113,21 @@ def _sharing_enforced(
         "sharing here; create it through the mutating webhook or ask for shared GPUs"
     )
     return [Finding(SHARING, "deny", message)]
+
+
+def _foreign_share(target: PodTarget, policy: SharingPolicy, shared_names: tuple[str, ...]) -> str | None:
+    """A way of sharing GPUs that the namespace's policy does not produce: a MIG slice where GPUs
+    are time-sliced, KAI's fraction annotations where MIG shares them, and so on. Such a pod
+    would keep its own scheduler and share, outside the policy and its limits."""
+    mode = policy.sharing.mode
+    if mode != "kai":
+        kai = sorted(key for key in target.annotations if key in gpu.KAI_ANNOTATIONS)
+        if kai:
+            return f"a KAI GPU fraction ({', '.join(kai)})"
+    for _, container in target.containers():
+        for name in sorted({n for section in resources.sections(container).values() for n in section}):
+            if mode != "mig" and name.startswith(gpu.MIG_PREFIX):
+                return f"the MIG slice {name}"
+            if mode not in ("timeslice", "mps") and name in (gpu.SHARED_GPU, *shared_names):
+                return f"the shared GPU resource {name}"
+    return None

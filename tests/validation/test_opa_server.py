@@ -51,7 +51,7 @@ KAI_FRACTION: dict[str, Any] = copy.deepcopy(BENIGN)
 KAI_FRACTION["metadata"]["name"] = "kai"
 KAI_FRACTION["metadata"]["annotations"] = {
     "gpu-fraction": "0.5",
-    "runai/shared-gpu-configmap": "kai-abc1234-shared-gpu",
+    "runai/shared-gpu-configmap": "kai-bcd2456-shared-gpu",
 }
 KAI_FRACTION["spec"]["schedulerName"] = "kai-scheduler"
 KAI_FRACTION["spec"]["containers"][0] = {
@@ -61,7 +61,7 @@ KAI_FRACTION["spec"]["containers"][0] = {
         {
             "name": "NVIDIA_VISIBLE_DEVICES",
             "valueFrom": {
-                "configMapKeyRef": {"name": "kai-abc1234-shared-gpu-0", "key": "NVIDIA_VISIBLE_DEVICES"}
+                "configMapKeyRef": {"name": "kai-bcd2456-shared-gpu-0", "key": "NVIDIA_VISIBLE_DEVICES"}
             },
         }
     ],

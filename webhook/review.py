@@ -260,7 +260,8 @@ def is_mirror_pod(request: AdmissionRequest) -> bool:
 
 def malformed(error: ShapeError) -> Decision:
     """An object whose fields have the wrong types is refused, and recorded as a finding."""
-    return deny(str(error), code=400, findings=(Finding(MALFORMED, "deny", str(error)),))
+    # Named like every other denial, so that users see which rule refused it.
+    return deny(f"[{MALFORMED}] {error}", code=400, findings=(Finding(MALFORMED, "deny", str(error)),))
 
 
 def checked_target(request: AdmissionRequest) -> PodTarget | None:

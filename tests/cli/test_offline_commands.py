@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -196,3 +197,20 @@ def test_gatekeeper_suites_run_beside_policy_tests(tmp_path: Path) -> None:
     failing = gpu_webhook("test", str(broken))
     assert failing.returncode == 1
     assert "FAIL" in failing.stdout and failing.stdout.strip().endswith("1 failed")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [("hostPID", "true", "must be a boolean"), ("volumes", {"v": {}}, "must be a list")],
+)
+def test_review_denies_a_malformed_pod_as_the_server_does(
+    tmp_path: Path, field: str, value: Any, problem: str
+) -> None:
+    pod = _pod("odd", "team-a", "1Gi")
+    pod["spec"][field] = value
+    manifests = _write_yaml(tmp_path / "m.yaml", pod)
+    result = gpu_webhook("review", str(manifests), "--policies", str(BUNDLED_POLICIES), "-o", "json")
+    assert result.returncode == 1
+    (entry,) = json.loads(result.stdout)
+    assert not entry["allowed"] and entry["status"]["code"] == 400
+    assert "[gpu-builtin/shape]" in entry["status"]["message"] and problem in entry["status"]["message"]

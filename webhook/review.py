@@ -98,17 +98,23 @@ def mutate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
     ephemeral = operation == "UPDATE" and request.get("subResource") == EPHEMERAL
     if operation != "CREATE" and not ephemeral:
         return ALLOW
+    scoped = scoped_pod(request, deps)
+    if scoped is None:
+        return ALLOW
+    target = scoped[0]
+    if ephemeral:  # `kubectl debug` adds a container to a running pod
+        return _void_only(target, deps, ("ephemeralContainers",))
+    # Every pod comes here, so pods without GPUs skip the shape check: the void patch reads
+    # defensively, and /validate refuses a malformed pod whatever /mutate did.
+    if not is_gpu_pod(target, deps.policies.shared_names):
+        return _void_only(target, deps, gpu_pod=False)
     try:
-        reviewed = reviewed_pod(request, deps)
+        shape_checked(target)
     except ShapeError as e:
         return malformed(e)
-    if reviewed is None:
-        return ALLOW
-    if ephemeral:  # `kubectl debug` adds a container to a running pod
-        return _void_only(reviewed[0], deps, ("ephemeralContainers",))
-    subject = gpu_subject(reviewed, deps)
+    subject = gpu_subject(scoped, deps)
     if subject is None or subject.policy is None:
-        return _void_only(reviewed[0], deps)
+        return _void_only(target, deps)
     try:
         result = mutate_object(
             request["object"] or {},
@@ -130,11 +136,13 @@ def mutate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
     )
 
 
-def _void_only(target: PodTarget, deps: ReviewDeps, lists: tuple[str, ...] = void.ALL_LISTS) -> Decision:
+def _void_only(
+    target: PodTarget, deps: ReviewDeps, lists: tuple[str, ...] = void.ALL_LISTS, *, gpu_pod: bool = True
+) -> Decision:
     """A Pod no sharing policy rewrites: only the device variable, as a patch built directly."""
     if target.kind != "Pod":
         return ALLOW
-    patch = void.void_patch(target.pod, deps.policies.shared_names, lists)
+    patch = void.void_patch(target.pod, deps.policies.shared_names, lists, gpu_pod=gpu_pod)
     return Decision(allowed=True, patch=tuple(patch)) if patch else ALLOW
 
 
@@ -264,12 +272,7 @@ def malformed(error: ShapeError) -> Decision:
     return deny(f"[{MALFORMED}] {error}", code=400, findings=(Finding(MALFORMED, "deny", str(error)),))
 
 
-def checked_target(request: AdmissionRequest) -> PodTarget | None:
-    """The pod of the reviewed object, shape-checked: every pod is, GPUs or not, since the
-    security rules read them all."""
-    target = pod_target(request.get("object"))
-    if target is None:
-        return None
+def shape_checked(target: PodTarget) -> PodTarget:
     try:
         check_pod_shape(target)
     except ShapeError as e:
@@ -277,18 +280,29 @@ def checked_target(request: AdmissionRequest) -> PodTarget | None:
     return target
 
 
-def reviewed_pod(request: AdmissionRequest, deps: ReviewDeps) -> tuple[PodTarget, str] | None:
-    """The shape-checked pod of a request we review, and its namespace; None for other objects.
-    Every pod is checked, GPUs or not: the security rules read them all."""
+def scoped_pod(request: AdmissionRequest, deps: ReviewDeps) -> tuple[PodTarget, str] | None:
+    """The pod of a request we review, and its namespace; None for other objects and for
+    requests we never review."""
     if skipped(request, deps.settings):
         return None
-    target = checked_target(request)
+    target = pod_target(request.get("object"))
     if target is None:
         return None
-    namespace = request.get("namespace") or _own_namespace(target) or "default"
-    if glob_matches(deps.settings.excluded_namespaces, namespace):
-        return None
+    namespace = request.get("namespace")
+    if not namespace:  # else skipped() has judged it already
+        namespace = _own_namespace(target) or "default"
+        if glob_matches(deps.settings.excluded_namespaces, namespace):
+            return None
     return target, namespace
+
+
+def reviewed_pod(request: AdmissionRequest, deps: ReviewDeps) -> tuple[PodTarget, str] | None:
+    """scoped_pod(), shape-checked: every pod is, GPUs or not, since the security rules read
+    them all."""
+    scoped = scoped_pod(request, deps)
+    if scoped is not None:
+        shape_checked(scoped[0])
+    return scoped
 
 
 def gpu_subject(reviewed: tuple[PodTarget, str] | None, deps: ReviewDeps) -> Subject | None:

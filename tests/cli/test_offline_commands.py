@@ -207,7 +207,9 @@ def test_review_denies_a_malformed_pod_as_the_server_does(
     tmp_path: Path, field: str, value: Any, problem: str
 ) -> None:
     pod = _pod("odd", "team-a", "1Gi")
-    pod["spec"][field] = value
+    spec = pod["spec"]
+    assert isinstance(spec, dict)
+    spec[field] = value
     manifests = _write_yaml(tmp_path / "m.yaml", pod)
     result = gpu_webhook("review", str(manifests), "--policies", str(BUNDLED_POLICIES), "-o", "json")
     assert result.returncode == 1

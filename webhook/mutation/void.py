@@ -37,13 +37,19 @@ def sets_variable(container: dict[str, Any]) -> bool:
 
 
 def containers_without_gpus(
-    pod: dict[str, Any], shared_names: tuple[str, ...] = (), lists: tuple[str, ...] = ALL_LISTS
+    pod: dict[str, Any],
+    shared_names: tuple[str, ...] = (),
+    lists: tuple[str, ...] = ALL_LISTS,
+    *,
+    gpu_pod: bool = True,
 ) -> Iterator[tuple[str, int, dict[str, Any]]]:
-    """(list name, index, container) for every container that gets no GPU and sets no value."""
+    """(list name, index, container) for every container that gets no GPU and sets no value.
+    With `gpu_pod` False the caller knows that no container asks for a GPU resource and that the
+    pod asks KAI for no fraction; only DRA claims are left to look at."""
     spec = pod.get("spec")
     if not isinstance(spec, dict):
         return
-    kai = _kai_container(pod)
+    kai = _kai_container(pod) if gpu_pod else _never
     for list_name in lists:
         items = spec.get(list_name)
         if not isinstance(items, list):
@@ -52,14 +58,14 @@ def containers_without_gpus(
             if not isinstance(container, dict) or sets_variable(container):
                 continue
             if list_name in GPU_LISTS and (
-                _gets_gpu(container, shared_names) or kai(list_name, index, container)
+                _gets_gpu(container, shared_names, gpu_pod) or kai(list_name, index, container)
             ):
                 continue
             yield list_name, index, container
 
 
-def _gets_gpu(container: dict[str, Any], shared_names: tuple[str, ...]) -> bool:
-    if resources.uses_gpu(container, shared_names):
+def _gets_gpu(container: dict[str, Any], shared_names: tuple[str, ...], gpu_pod: bool) -> bool:
+    if gpu_pod and resources.uses_gpu(container, shared_names):
         return True
     section = container.get("resources")
     # A DRA claim: its devices reach the container through CDI, not through this variable.
@@ -87,12 +93,16 @@ def _never(_list: str, _index: int, _container: dict[str, Any]) -> bool:
 
 
 def void_patch(
-    pod: dict[str, Any], shared_names: tuple[str, ...] = (), lists: tuple[str, ...] = ALL_LISTS
+    pod: dict[str, Any],
+    shared_names: tuple[str, ...] = (),
+    lists: tuple[str, ...] = ALL_LISTS,
+    *,
+    gpu_pod: bool = True,
 ) -> list[PatchOperation]:
     """The JSON patch that adds the variable to a Pod's containers, built directly: this runs for
     every pod the cluster creates, and a copy and a diff would cost several times more."""
     patch: list[PatchOperation] = []
-    for list_name, index, container in containers_without_gpus(pod, shared_names, lists):
+    for list_name, index, container in containers_without_gpus(pod, shared_names, lists, gpu_pod=gpu_pod):
         path = f"/spec/{list_name}/{index}/env"
         if isinstance(container.get("env"), list):
             patch.append({"op": "add", "path": f"{path}/-", "value": dict(ENTRY)})

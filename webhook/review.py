@@ -12,7 +12,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from webhook import gpu
-from webhook.accounting import count_gpus
 from webhook.config import EXEMPT_NAMESPACES, Enforcement, FailureMode
 from webhook.decision import ALLOW, Decision, Finding, clamp_warnings, deny
 from webhook.errors import AdmissionDenied, ClusterError
@@ -96,7 +95,7 @@ def review(request: AdmissionRequest, endpoint: Endpoint, deps: ReviewDeps) -> D
 def mutate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
     operation = request["operation"]
     ephemeral = operation == "UPDATE" and request.get("subResource") == EPHEMERAL
-    if operation != "CREATE" and not ephemeral:
+    if (operation != "CREATE" and not ephemeral) or skipped(request, deps.settings):
         return ALLOW
     scoped = scoped_pod(request, deps)
     if scoped is None:
@@ -167,7 +166,6 @@ def validate(
         deps.gatekeeper_inventory,
         actions,
         may_block=deps.may_block,
-        gpu=None if reviewed is None else count_gpus(reviewed[0].pod),
     )
     findings += _as_enforced(constraints.findings, deps.settings.enforcement)
     if subject is None or any(f.action == "deny" for f in findings):
@@ -281,10 +279,7 @@ def shape_checked(target: PodTarget) -> PodTarget:
 
 
 def scoped_pod(request: AdmissionRequest, deps: ReviewDeps) -> tuple[PodTarget, str] | None:
-    """The pod of a request we review, and its namespace; None for other objects and for
-    requests we never review."""
-    if skipped(request, deps.settings):
-        return None
+    """The pod of a request that skipped() lets through, and its namespace; None for other objects."""
     target = pod_target(request.get("object"))
     if target is None:
         return None

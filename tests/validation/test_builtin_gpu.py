@@ -126,7 +126,7 @@ def test_malformed_pods_are_a_clear_400() -> None:
     request = parse_review(orjson.dumps(make_review(obj)))
     decision = review(request, "validate", DEPS)
     assert (decision.allowed, decision.code) == (False, 400)
-    assert decision.message == "Pod p: spec.containers[0].env must be a list of objects"
+    assert decision.message == "[gpu-builtin/shape] Pod p: spec.containers[0].env must be a list of objects"
 
 
 def test_an_invalid_count_beside_a_kai_fraction_is_one_clear_denial() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from webhook.mutation.needs import PodNeeds
 from webhook.policy.model import SharingPolicy
@@ -17,6 +18,11 @@ class MutationContext:
     shared_names: tuple[str, ...] = ()
     warnings: dict[str, None] = field(default_factory=dict)
     placement: CapacityView | None = None  # spare GPU capacity for placement hints, if known
+    # Node requirements a rewrite adds beside the policy's own (MIG: the slice's GFD labels).
+    required: list[dict[str, Any]] = field(default_factory=list)
 
     def warn(self, message: str) -> None:
         self.warnings[message] = None  # one may say it of several containers; say it once
+
+    def require(self, requirements: list[dict[str, Any]]) -> None:
+        self.required.extend(r for r in requirements if r not in self.required)

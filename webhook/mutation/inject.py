@@ -63,7 +63,7 @@ def _normal(toleration: Mapping[str, Any]) -> dict[str, Any]:
 
 def required_affinity(target: PodTarget, context: MutationContext) -> bool:
     """AND the policy's requirements into every nodeSelectorTerm; never replace the user's terms."""
-    wanted = [dict(r) for r in context.policy.inject.required]
+    wanted = [dict(r) for r in (*context.policy.inject.required, *context.required)]
     if not wanted:
         return False
     node = mapping(mapping(target.spec, "affinity"), "nodeAffinity")

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from fractions import Fraction
 from typing import Any
 
 from webhook import gpu
 from webhook.errors import AdmissionDenied
-from webhook.mutation import resources
+from webhook.mutation import mig_nodes, resources
 from webhook.mutation.context import MutationContext
 from webhook.mutation.fields import mapping
+from webhook.mutation.needs import CORES as CORES_ANNOTATION
 from webhook.mutation.target import PodTarget
 from webhook.quantity import format_mib
 
@@ -33,33 +33,95 @@ def gpu_containers(target: PodTarget) -> list[tuple[str, dict[str, Any], resourc
 
 
 def rename(target: PodTarget, context: MutationContext) -> bool:
-    """timeslice and mps: nvidia.com/gpu: N becomes <resourceName>: N."""
-    name = context.policy.sharing.resource_name or gpu.SHARED_GPU
-    if name == gpu.GPU:
-        return False
+    """timeslice and mps: nvidia.com/gpu: N becomes <resourceName>: N.
+
+    With failRequestsGreaterThanOne (the device plugin's default for MPS, k8s-device-plugin
+    api/config/v1/config.go), the kubelet fails a container asking for more than one share
+    with UnexpectedAdmissionError (internal/rm/rm.go), so such a pod is denied here instead."""
+    sharing = context.policy.sharing
+    name = sharing.resource_name or gpu.SHARED_GPU
     changed = False
     for _, container, ask in gpu_containers(target):
+        if ask.count > 1 and sharing.fail_requests_greater_than_one:
+            raise AdmissionDenied(
+                f"{target.describe_container(container)} asks for {ask.count} GPUs, but the device "
+                f"plugin's {context.mode} sharing (failRequestsGreaterThanOne) gives a container "
+                "at most 1 share; ask for 1, or use a policy with whole GPUs"
+            )
         if ask.count > 1:
             context.warn(f"{ask.count} shares of one time-sliced or MPS GPU give no more compute than one")
+        if name == gpu.GPU:
+            continue
         resources.drop(container, gpu.GPU)
         changed |= resources.put(container, name, str(ask.count), ask.sections)
     return changed
 
 
 def mig(target: PodTarget, context: MutationContext) -> bool:
-    """nvidia.com/gpu: N becomes N of the smallest MIG profile that holds the asked memory."""
+    """nvidia.com/gpu: N becomes the smallest MIG profile whose real memory holds the ask.
+
+    mixed strategy: the container asks for nvidia.com/mig-<profile>. single strategy (the GPU
+    Operator's default): slices are advertised as nvidia.com/gpu, so the count stays and the
+    pod is pinned by GPU Feature Discovery's labels (see webhook/mutation/mig_nodes.py)."""
     sharing = context.policy.sharing
     model = sharing.gpu_model or ""
     memory = context.needs.memory_mib or sharing.default_memory_mib or 1
     cores = context.needs.cores or sharing.cores
+    profile = gpu.fitting_profile(model, memory, cores)
+    if profile is None:
+        raise AdmissionDenied(_too_large(target, memory, cores, model))
     changed = False
+    sliced = kept = 0
     for _, container, ask in gpu_containers(target):
-        profile = gpu.fitting_profile(model, memory, cores)
-        if profile is None:
-            raise AdmissionDenied(_too_large(target, memory, cores, model))
-        resources.drop(container, gpu.GPU)
-        changed |= resources.put(container, profile.resource, str(ask.count), ask.sections)
+        if ask.count > 1 and not _slices_for_many(target, container, ask.count, context):
+            kept += 1
+            continue
+        sliced += 1
+        if sharing.mig_strategy == "mixed":
+            resources.drop(container, gpu.GPU)
+            changed |= resources.put(container, profile.resource, str(ask.count), ask.sections)
+    if sharing.mig_strategy == "single" and sliced and kept:
+        raise AdmissionDenied(
+            f"{target.describe()} mixes MIG slices and whole GPUs, but with migStrategy single a "
+            "node offers only one of them as nvidia.com/gpu; split the pod, or set multiGpu"
+        )
+    if sliced:
+        context.warn(_explanation(model, memory, cores, profile))
+        if sharing.mig_strategy == "single":
+            context.require(mig_nodes.single_strategy(profile, memory))
+        else:
+            context.require(mig_nodes.mixed_strategy(profile, memory, gpu.memory_is_measured(model)))
+    elif kept and sharing.mig_strategy == "single":
+        context.require(mig_nodes.whole_gpus())
     return changed
+
+
+def _slices_for_many(
+    target: PodTarget, container: dict[str, Any], count: int, context: MutationContext
+) -> bool:
+    """The policy's multiGpu rule for a container asking for several GPUs: a CUDA process sees
+    one MIG device, so N slices break tensor-parallel and NCCL jobs unless asked for on purpose."""
+    rule = context.policy.sharing.multi_gpu
+    who = target.describe_container(container)
+    if rule == "deny":
+        raise AdmissionDenied(
+            f"{who} asks for {count} GPUs; a process sees only one MIG slice, and policy "
+            f"{context.policy.name} denies multi-GPU containers (multiGpu: deny)"
+        )
+    if rule == "slices":
+        context.warn(f"{who}: {count} MIG slices, as the policy allows; each process sees one")
+        return True
+    context.warn(f"{who} keeps {count} whole GPUs: a process sees only one MIG slice (multiGpu: wholeGpus)")
+    return False
+
+
+def _explanation(model: str, memory: int, cores: int | None, profile: gpu.MigProfile) -> str:
+    size = "measured" if gpu.memory_is_measured(model) else "nominal"
+    asked = format_mib(memory) + (f" and {cores}% compute" if cores else "")
+    return (
+        f"MIG {model}: asked {asked} -> {profile.name} "
+        f"({profile.memory_mib} MiB real, {size}; {profile.slices}/{gpu.model_slices(model)} slices)"
+    )
 
 
 def _too_large(target: PodTarget, memory: int, cores: int | None, model: str) -> str:
@@ -67,22 +129,59 @@ def _too_large(target: PodTarget, memory: int, cores: int | None, model: str) ->
     asked = f"{format_mib(memory)} of GPU memory" + (f" and {cores}% of compute" if cores else "")
     return (
         f"{target.describe()} asks for {asked} per GPU, more than the largest MIG profile "
-        f"on {model} ({largest.name}); ask for less, or use a policy with whole GPUs"
+        f"on {model} ({largest.name}, {largest.memory_mib} MiB); ask for less, "
+        "or use a policy with whole GPUs"
     )
 
 
 def hami(target: PodTarget, context: MutationContext) -> bool:
-    """Keep nvidia.com/gpu: N and add HAMi's per-GPU memory (MiB) and compute (%) limits."""
+    """Keep nvidia.com/gpu: N and add HAMi's per-GPU memory (MiB) and compute (%) limits.
+
+    Only hami-scheduler's extender knows these resources (HAMi pkg/scheduler/webhook.go
+    skips pods with another scheduler): a pod that keeps another scheduler is left alone.
+    HAMi's defaultMemory is 0, which gives a pod that states no memory the whole card
+    (pkg/device/nvidia/device.go, GenerateResourceRequests), so a cores-only ask also gets
+    the same percentage of memory."""
+    if _keeps_other_scheduler(target, context):
+        context.warn(
+            f"schedulerName {target.spec.get('schedulerName')!r} kept: HAMi's limits need "
+            f"{gpu.HAMI_SCHEDULER}, so none were added"
+        )
+        return False
     memory = context.needs.memory_mib or context.policy.sharing.default_memory_mib
     cores = context.needs.cores or context.policy.sharing.cores
-    changed = False
+    changed = _use_gpu_type(target, context)
     for _, container, ask in gpu_containers(target):
-        has_percentage = any(gpu.HAMI_MEMORY_PERCENT in v for v in resources.sections(container).values())
-        if memory is not None and not has_percentage:
-            changed |= resources.put_if_absent(container, gpu.HAMI_MEMORY, str(memory), ask.sections)
+        present = {n for v in resources.sections(container).values() for n in v}
+        has_memory = gpu.HAMI_MEMORY in present or gpu.HAMI_MEMORY_PERCENT in present
+        if memory is not None and not has_memory:
+            changed |= resources.put(container, gpu.HAMI_MEMORY, str(memory), ask.sections)
+        elif cores is not None and not has_memory:
+            changed |= resources.put(container, gpu.HAMI_MEMORY_PERCENT, str(cores), ask.sections)
         if cores is not None:
             changed |= resources.put_if_absent(container, gpu.HAMI_CORES, str(cores), ask.sections)
     return changed
+
+
+def _keeps_other_scheduler(target: PodTarget, context: MutationContext) -> bool:
+    """Mirrors inject.scheduler: a pod's own scheduler wins unless the policy forces."""
+    inject = context.policy.inject
+    wanted = inject.scheduler_name or gpu.HAMI_SCHEDULER
+    current = target.spec.get("schedulerName")
+    if current in (None, "", gpu.DEFAULT_SCHEDULER) or inject.force:
+        return wanted != gpu.HAMI_SCHEDULER
+    return bool(current != gpu.HAMI_SCHEDULER)
+
+
+def _use_gpu_type(target: PodTarget, context: MutationContext) -> bool:
+    sharing = context.policy.sharing
+    if not sharing.set_gpu_type or sharing.gpu_model is None:
+        return False
+    annotations = mapping(target.metadata, "annotations")
+    if gpu.HAMI_USE_GPU_TYPE in annotations:
+        return False
+    annotations[gpu.HAMI_USE_GPU_TYPE] = gpu.hami_card_types(sharing.gpu_model)
+    return True
 
 
 def kai(target: PodTarget, context: MutationContext) -> bool:
@@ -98,7 +197,7 @@ def kai(target: PodTarget, context: MutationContext) -> bool:
     list_name, container, ask = asks[0]
     share = _kai_share(context)
     if share is None:
-        context.warn("the asked share is a whole GPU, so it is left as nvidia.com/gpu")
+        context.warn("the asked memory is a whole GPU, so it is left as nvidia.com/gpu")
         return False
     annotations = mapping(target.metadata, "annotations")
     if gpu.KAI_FRACTION not in annotations and gpu.KAI_MEMORY not in annotations:
@@ -112,18 +211,16 @@ def kai(target: PodTarget, context: MutationContext) -> bool:
 
 
 def _kai_share(context: MutationContext) -> dict[str, str] | None:
+    """KAI's share is of memory only (KAI-Scheduler docs/gpu-sharing/README.md: gpu-fraction 0.5
+    "is allowed to consume up to half of a GPU device memory"); it has no compute limit."""
     sharing, needs = context.policy.sharing, context.needs
-    memory = needs.memory_mib or (None if needs.cores else sharing.default_memory_mib)
-    if memory is not None:
-        card = gpu.model_memory_mib(sharing.gpu_model) if sharing.gpu_model else None
-        return None if card is not None and memory >= card else {gpu.KAI_MEMORY: str(memory)}
-    cores = needs.cores or sharing.cores or 100
-    fraction = Fraction(cores, 100)
-    return None if fraction >= 1 else {gpu.KAI_FRACTION: _decimal(fraction)}
-
-
-def _decimal(fraction: Fraction) -> str:
-    return f"{float(fraction):g}"
+    if needs.cores is not None:
+        context.warn(f"{CORES_ANNOTATION} ignored: KAI shares GPU memory only, not compute")
+    memory = needs.memory_mib or sharing.default_memory_mib
+    if memory is None:
+        return None
+    card = gpu.model_memory_mib(sharing.gpu_model) if sharing.gpu_model else None
+    return None if card is not None and memory >= card else {gpu.KAI_MEMORY: str(memory)}
 
 
 def _is_first_app_container(target: PodTarget, list_name: str, container: dict[str, Any]) -> bool:

@@ -12,6 +12,12 @@ from webhook.quota.policy import GPUQuota
 
 SharingMode: TypeAlias = Literal["exclusive", "timeslice", "mps", "mig", "hami", "kai"]
 SHARING_MODES: tuple[SharingMode, ...] = ("exclusive", "timeslice", "mps", "mig", "hami", "kai")
+MigStrategy: TypeAlias = Literal["mixed", "single"]
+MIG_STRATEGIES: tuple[MigStrategy, ...] = ("mixed", "single")
+# What MIG does with a container that asks for more than one GPU (a CUDA process sees one
+# MIG device): keep its whole GPUs (the default), deny it, or give it that many slices.
+MultiGpu: TypeAlias = Literal["wholeGpus", "deny", "slices"]
+MULTI_GPU_RULES: tuple[MultiGpu, ...] = ("wholeGpus", "deny", "slices")
 
 
 @dataclass(frozen=True)
@@ -22,6 +28,11 @@ class Sharing:
     default_memory_mib: int | None = None
     cores: int | None = None
     allow_opt_out: bool = False
+    mig_strategy: MigStrategy = "mixed"
+    multi_gpu: MultiGpu = "wholeGpus"
+    # The device plugin's failRequestsGreaterThanOne: true by default for MPS, false for time-slicing.
+    fail_requests_greater_than_one: bool = False
+    set_gpu_type: bool = False  # HAMi: nvidia.com/use-gputype from gpuModel
 
 
 @dataclass(frozen=True)

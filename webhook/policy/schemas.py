@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.gpu import GPU_MODELS
-from webhook.policy.model import SHARING_MODES
+from webhook.policy.model import MIG_STRATEGIES, MULTI_GPU_RULES, SHARING_MODES
 
 Schema = dict[str, Any]
 GROUP_VERSION = "gpuwebhook.io/v1alpha1"
@@ -76,6 +76,10 @@ SHARING = _object(
         "defaultMemory": QUANTITY,
         "cores": {"type": "integer", "minimum": 1, "maximum": 100},
         "allowOptOut": {"type": "boolean"},
+        "migStrategy": {"enum": list(MIG_STRATEGIES)},
+        "multiGpu": {"enum": list(MULTI_GPU_RULES)},
+        "failRequestsGreaterThanOne": {"type": "boolean"},
+        "setGpuType": {"type": "boolean"},
     },
     ("mode",),
 )

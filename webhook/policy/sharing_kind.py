@@ -19,12 +19,12 @@ from webhook.policy.source import Document, Path
 from webhook.policy.validate import schema_problems
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_RESOURCE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _QUALIFIED = re.compile(
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 )
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 MODES_WITH_MEMORY = ("mig", "hami", "kai")
+SHARED_MODES = ("timeslice", "mps")
 HOSTNAME = "kubernetes.io/hostname"
 SPEC: Path = ("spec",)
 
@@ -70,7 +70,20 @@ def compile_sharing_policy(document: Document) -> tuple[SharingPolicy | None, li
         checkpoint=_checkpoint(checker, spec.get("checkpoint"), (*SPEC, "checkpoint")),
         file=document.file,
     )
+    _scheduler_fits(checker, spec)
     return (None, checker.problems) if checker.problems else (policy, [])
+
+
+def _scheduler_fits(checker: _Checker, spec: Mapping[str, Any]) -> None:
+    """hami and kai pods schedule only through their own scheduler: another one strands them."""
+    mode = spec["sharing"]["mode"]
+    own = {"hami": gpu.HAMI_SCHEDULER, "kai": gpu.KAI_SCHEDULER}.get(mode)
+    named = spec.get("inject", {}).get("schedulerName")
+    checker.check(
+        (*SPEC, "inject", "schedulerName"),
+        own is None or named in (None, own),
+        f"{mode} mode needs schedulerName {own}: only it reads the {mode} requests",
+    )
 
 
 def _match(checker: _Checker, raw: Mapping[str, Any], path: Path) -> Match:
@@ -113,16 +126,23 @@ def _relative(dotted: str) -> Path:
 
 def _sharing(checker: _Checker, raw: Mapping[str, Any], path: Path) -> Sharing:
     mode = raw["mode"]
-    _only_in(checker, raw, path, "resourceName", ("timeslice", "mps"))
+    _only_in(checker, raw, path, "resourceName", SHARED_MODES)
+    _only_in(checker, raw, path, "failRequestsGreaterThanOne", SHARED_MODES)
     _only_in(checker, raw, path, "gpuModel", MODES_WITH_MEMORY)
     _only_in(checker, raw, path, "defaultMemory", MODES_WITH_MEMORY)
     _only_in(checker, raw, path, "cores", MODES_WITH_MEMORY)
-    resource = raw.get("resourceName", gpu.SHARED_GPU if mode in ("timeslice", "mps") else None)
+    _only_in(checker, raw, path, "migStrategy", ("mig",))
+    _only_in(checker, raw, path, "multiGpu", ("mig",))
+    _only_in(checker, raw, path, "setGpuType", ("hami",))
+    resource = raw.get("resourceName", gpu.SHARED_GPU if mode in SHARED_MODES else None)
     if resource is not None:
+        # k8s-device-plugin api/config/v1/replicas.go disableResoureRenaming: any `rename` is
+        # ignored; the only names are nvidia.com/gpu and, with renameByDefault, nvidia.com/gpu.shared.
         checker.check(
             (*path, "resourceName"),
-            bool(_RESOURCE_NAME.fullmatch(resource)),
-            "must be an extended resource name like nvidia.com/gpu.shared",
+            resource in (gpu.SHARED_GPU, gpu.GPU),
+            f"the device plugin advertises shared GPUs only as {gpu.SHARED_GPU} (renameByDefault) "
+            f"or {gpu.GPU}; it ignores other names",
         )
     model = raw.get("gpuModel")
     checker.check(
@@ -130,14 +150,35 @@ def _sharing(checker: _Checker, raw: Mapping[str, Any], path: Path) -> Sharing:
         mode != "mig" or model is not None,
         "mig mode needs gpuModel, to choose from its profile table",
     )
+    checker.check(
+        (*path, "setGpuType"),
+        not raw.get("setGpuType") or model in gpu.HAMI_CARD_TYPES,
+        "setGpuType needs a gpuModel with a HAMi card type: " + ", ".join(gpu.HAMI_CARD_TYPES),
+    )
     memory = _default_memory(checker, raw, path, model)
-    if mode in ("hami", "kai"):
+    if mode == "hami":
         checker.check(
             path,
             memory is not None or "cores" in raw,
-            f"{mode} mode needs defaultMemory or cores, for pods that state neither",
+            "hami mode needs defaultMemory or cores, for pods that state neither",
         )
-    return Sharing(mode, resource, model, memory, raw.get("cores"), raw.get("allowOptOut", False))
+    if mode == "kai":
+        checker.check(path, memory is not None, "kai mode needs defaultMemory, for pods that state none")
+    if mode == "kai" and "cores" in raw:
+        # KAI's gpu-fraction is a share of memory (KAI-Scheduler docs/gpu-sharing/README.md), not compute.
+        checker.fail((*path, "cores"), "KAI has no compute limit: gpu-fraction is a share of GPU memory")
+    return Sharing(
+        mode,
+        resource,
+        model,
+        memory,
+        raw.get("cores"),
+        raw.get("allowOptOut", False),
+        mig_strategy=raw.get("migStrategy", "mixed"),
+        multi_gpu=raw.get("multiGpu", "wholeGpus"),
+        fail_requests_greater_than_one=raw.get("failRequestsGreaterThanOne", mode == "mps"),
+        set_gpu_type=raw.get("setGpuType", False),
+    )
 
 
 def _only_in(checker: _Checker, raw: Mapping[str, Any], path: Path, key: str, modes: tuple[str, ...]) -> None:

@@ -31,7 +31,7 @@ MIG_SLICES = 7  # compute slices of most cards; see model_slices()
 # nvidia.com/mig-[<c>c.]<g>g.<n>gb[.me|.me.all|.gfx|-me]: go-nvlib's profile string, with the
 # device plugin's '+' -> '.' (k8s-device-plugin internal/rm/rm.go).
 _MIG_RESOURCE = re.compile(
-    r"^nvidia\.com/mig-(?:[1-8]c\.)?([1-8])g\.([0-9]{1,4})gb(\.me\.all|\.me|\.gfx|-me)?$"
+    r"^nvidia\.com/mig-(?:[1-7]c\.)?([1-7])g\.([0-9]{1,4})gb(\.me\.all|\.me|\.gfx|-me)?$"
 )
 
 

@@ -16,6 +16,8 @@ PROFILE_CHOICES = [
     ("H100-80GB", 80 * 1024, None, "7g.80gb"),
     ("A100-40GB", 4 * 1024, None, "1g.5gb"),
     ("A100-40GB", 6 * 1024, None, "1g.10gb"),
+    ("A100-40GB", 5 * 1024, None, "1g.10gb"),  # 1g.5gb is 4864 MiB (go-nvml a100.go)
+    ("A100-80GB", 10 * 1024, None, "1g.20gb"),  # 1g.10gb is 9856 MiB (go-nvml a100.go)
     ("H100-94GB", 30 * 1024, None, "3g.47gb"),
     ("H200-141GB", 100 * 1024, None, "7g.141gb"),
 ]
@@ -30,7 +32,7 @@ def test_smallest_fitting_profile(model: str, mib: int, cores: int | None, expec
 @pytest.mark.parametrize("model", gpu.GPU_MODELS)
 def test_nothing_fits_beyond_the_largest_profile(model: str) -> None:
     assert gpu.fitting_profile(model, gpu.largest_profile(model).memory_mib + 1) is None
-    assert gpu.largest_profile(model).slices == 7
+    assert gpu.largest_profile(model).slices == gpu.model_slices(model)
 
 
 @pytest.mark.parametrize(
@@ -40,7 +42,12 @@ def test_nothing_fits_beyond_the_largest_profile(model: str) -> None:
         ("nvidia.com/mig-7g.141gb", (7, 141)),
         ("nvidia.com/mig-8g.1gb", None),
         ("nvidia.com/gpu", None),
-        ("nvidia.com/mig-1g.10gb-me", None),
+        ("nvidia.com/mig-1g.10gb-me", (1, 10)),
+        ("nvidia.com/mig-1g.10gb.me", (1, 10)),
+        ("nvidia.com/mig-1g.24gb.me.all", (1, 24)),
+        ("nvidia.com/mig-2g.48gb.gfx", (2, 48)),
+        ("nvidia.com/mig-1g.10gb+me", None),
+        ("nvidia.com/mig-1g.10gb.xx", None),
     ],
 )
 def test_mig_resource_names(name: str, parsed: tuple[int, int] | None) -> None:

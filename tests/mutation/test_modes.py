@@ -14,9 +14,9 @@ from webhook.mutation.engine import mutate_object
 
 MIG = sharing_policy("sharing: {mode: mig, gpuModel: H100-80GB}")
 TIMESLICE = sharing_policy("sharing: {mode: timeslice}")
-MPS = sharing_policy("sharing: {mode: mps, resourceName: example.com/mps-gpu}")
+MPS = sharing_policy("sharing: {mode: mps, resourceName: nvidia.com/gpu.shared}")
 HAMI = sharing_policy("sharing: {mode: hami, defaultMemory: 4Gi, cores: 30}")
-KAI = sharing_policy("sharing: {mode: kai, cores: 25}")
+KAI = sharing_policy("sharing: {mode: kai, gpuModel: A100-80GB, defaultMemory: 20Gi}")
 
 
 def pod(
@@ -63,9 +63,9 @@ MIG_CHOICES = [
 
 @pytest.mark.parametrize(("memory", "profile"), MIG_CHOICES)
 def test_mig_picks_the_smallest_fitting_profile(memory: str, profile: str) -> None:
-    result = _mutated(MIG, pod(gpus("2"), annotations={"gpuwebhook.io/gpu-memory": memory}))
-    assert limits(result) == {f"nvidia.com/mig-{profile}": "2"}
-    assert limits(result, section="requests") == {f"nvidia.com/mig-{profile}": "2"}
+    result = _mutated(MIG, pod(gpus("1"), annotations={"gpuwebhook.io/gpu-memory": memory}))
+    assert limits(result) == {f"nvidia.com/mig-{profile}": "1"}
+    assert limits(result, section="requests") == {f"nvidia.com/mig-{profile}": "1"}
 
 
 def test_mig_compute_request_raises_the_profile() -> None:
@@ -77,12 +77,12 @@ def test_mig_compute_request_raises_the_profile() -> None:
 
 @pytest.mark.parametrize("memory", ["81Gi", "200Gi"])
 def test_mig_denies_more_than_the_largest_profile(memory: str) -> None:
-    with pytest.raises(AdmissionDenied, match=rf"{memory}.*largest MIG profile on H100-80GB \(7g\.80gb\)"):
+    with pytest.raises(AdmissionDenied, match=rf"{memory}.*largest MIG profile on H100-80GB \(7g\.80gb, 81920 MiB\)"):
         mutate_object(pod(gpus(), annotations={"gpuwebhook.io/gpu-memory": memory}), MIG)
 
 
 @pytest.mark.parametrize(
-    ("policy", "resource"), [(TIMESLICE, "nvidia.com/gpu.shared"), (MPS, "example.com/mps-gpu")]
+    ("policy", "resource"), [(TIMESLICE, "nvidia.com/gpu.shared"), (MPS, "nvidia.com/gpu.shared")]
 )
 @pytest.mark.parametrize("with_requests", [True, False])
 def test_shares_replace_whole_gpus_where_they_were_set(
@@ -114,8 +114,9 @@ def test_hami_respects_what_the_pod_already_says() -> None:
 
 
 KAI_CASES = [
-    ({}, {"gpu-fraction": "0.25"}),
-    ({"gpuwebhook.io/gpu-cores": "50"}, {"gpu-fraction": "0.5"}),
+    ({}, {"gpu-memory": "20480"}),
+    # KAI has no compute limit: a compute ask never becomes gpu-fraction (a memory share)
+    ({"gpuwebhook.io/gpu-cores": "50"}, {"gpu-memory": "20480"}),
     ({"gpuwebhook.io/gpu-memory": "3000Mi"}, {"gpu-memory": "3000"}),
 ]
 
@@ -129,7 +130,7 @@ def test_kai_turns_gpus_into_annotations(annotations: dict[str, str], expected: 
 
 
 def test_kai_leaves_a_whole_gpu_share_whole() -> None:
-    result = mutate_object(pod(gpus(), annotations={"gpuwebhook.io/gpu-cores": "100"}), KAI)
+    result = mutate_object(pod(gpus(), annotations={"gpuwebhook.io/gpu-memory": "80Gi"}), KAI)
     assert limits(result.object) == {"nvidia.com/gpu": "1"}
     assert any("whole GPU" in w for w in result.warnings)
 

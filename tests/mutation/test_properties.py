@@ -137,7 +137,9 @@ def test_renaming_modes_leave_no_whole_gpu_behind(pod: dict[str, Any], policy: A
         for container in result["spec"].get(list_name, []):
             for section in container.get("resources", {}).values():
                 gpus = section.get("nvidia.com/gpu")
-                assert opted_out or gpus in (None, "0"), (policy.name, container)
+                # MIG's default multiGpu rule keeps a multi-GPU container's whole GPUs
+                kept = policy.sharing.mode == "mig" and gpus not in (None, "0", "1")
+                assert opted_out or kept or gpus in (None, "0"), (policy.name, container)
 
 
 @PROPERTY

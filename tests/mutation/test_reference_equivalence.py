@@ -43,12 +43,14 @@ SHARING = {
     "mps": "{mode: mps}",
     "mig": "{mode: mig, gpuModel: H100-80GB, defaultMemory: 10Gi, allowOptOut: true}",
     "hami": "{mode: hami, defaultMemory: 8Gi, cores: 25}",
-    "kai": "{mode: kai, gpuModel: A100-80GB, cores: 50}",
+    "kai": "{mode: kai, gpuModel: A100-80GB, defaultMemory: 40Gi}",
 }
+# hami and kai pods schedule only through their own scheduler; a policy naming another is refused.
+OWN_SCHEDULER = {"hami": "hami-scheduler", "kai": "kai-scheduler"}
 EVERY_MUTATOR = """
 inject:
   force: {force}
-  schedulerName: gpu-scheduler
+  schedulerName: {scheduler}
   priorityClassName: gpu-high
   runtimeClassName: nvidia
   labels: {{team: ml, kai.scheduler/queue: research}}
@@ -73,7 +75,11 @@ checkpoint:
 
 def _full_policies() -> list[SharingPolicy]:
     return [
-        sharing_policy(f"sharing: {sharing}\n" + EVERY_MUTATOR.format(force=force, native=native), name=mode)
+        sharing_policy(
+            f"sharing: {sharing}\n"
+            + EVERY_MUTATOR.format(force=force, native=native, scheduler=OWN_SCHEDULER.get(mode, "gpu-scheduler")),
+            name=mode,
+        )
         for (mode, sharing), force, native in itertools.product(SHARING.items(), (False, True), (False, True))
     ]
 

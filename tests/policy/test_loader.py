@@ -58,7 +58,7 @@ BAD_SPECS = [
         "  sharing: {mode: mps, resourceName: shared-gpu}\n",
         6,
         "spec.sharing.resourceName",
-        "extended resource",
+        "ignores other names",
     ),
     (
         "  sharing: {mode: exclusive}\n  match:\n    namespaces: [ok, 'Bad[ns']\n",

@@ -72,9 +72,16 @@ CASES = [
     ),
     (
         "HAMi keeps whole GPU counts",
-        _pod("hami", {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "20"}),
+        _pod("hami", {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "20", "nvidia.com/gpumem-percentage": "20"}),
         True,
         "",
+    ),
+    (
+        # HAMi's defaultMemory 0 would give this pod the whole card's memory
+        "HAMi compute limit without a memory limit",
+        _pod("hami", {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "20"}),
+        False,
+        "policy hami requires hami sharing",
     ),
     (
         "HAMi limits missing from whole GPUs",

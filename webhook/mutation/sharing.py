@@ -164,13 +164,14 @@ def hami(target: PodTarget, context: MutationContext) -> bool:
 
 
 def _keeps_other_scheduler(target: PodTarget, context: MutationContext) -> bool:
-    """Mirrors inject.scheduler: a pod's own scheduler wins unless the policy forces."""
+    """Mirrors inject.scheduler: a pod's own scheduler wins unless the policy forces. The policy's
+    schedulerName, if any, names HAMi's scheduler in this cluster (its chart can rename it)."""
     inject = context.policy.inject
-    wanted = inject.scheduler_name or gpu.HAMI_SCHEDULER
+    hami_scheduler = inject.scheduler_name or gpu.HAMI_SCHEDULER
     current = target.spec.get("schedulerName")
     if current in (None, "", gpu.DEFAULT_SCHEDULER) or inject.force:
-        return wanted != gpu.HAMI_SCHEDULER
-    return bool(current != gpu.HAMI_SCHEDULER)
+        return False
+    return bool(current != hami_scheduler)
 
 
 def _use_gpu_type(target: PodTarget, context: MutationContext) -> bool:

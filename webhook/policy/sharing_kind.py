@@ -70,20 +70,7 @@ def compile_sharing_policy(document: Document) -> tuple[SharingPolicy | None, li
         checkpoint=_checkpoint(checker, spec.get("checkpoint"), (*SPEC, "checkpoint")),
         file=document.file,
     )
-    _scheduler_fits(checker, spec)
     return (None, checker.problems) if checker.problems else (policy, [])
-
-
-def _scheduler_fits(checker: _Checker, spec: Mapping[str, Any]) -> None:
-    """hami and kai pods schedule only through their own scheduler: another one strands them."""
-    mode = spec["sharing"]["mode"]
-    own = {"hami": gpu.HAMI_SCHEDULER, "kai": gpu.KAI_SCHEDULER}.get(mode)
-    named = spec.get("inject", {}).get("schedulerName")
-    checker.check(
-        (*SPEC, "inject", "schedulerName"),
-        own is None or named in (None, own),
-        f"{mode} mode needs schedulerName {own}: only it reads the {mode} requests",
-    )
 
 
 def _match(checker: _Checker, raw: Mapping[str, Any], path: Path) -> Match:

@@ -77,7 +77,9 @@ def test_mig_compute_request_raises_the_profile() -> None:
 
 @pytest.mark.parametrize("memory", ["81Gi", "200Gi"])
 def test_mig_denies_more_than_the_largest_profile(memory: str) -> None:
-    with pytest.raises(AdmissionDenied, match=rf"{memory}.*largest MIG profile on H100-80GB \(7g\.80gb, 81920 MiB\)"):
+    with pytest.raises(
+        AdmissionDenied, match=rf"{memory}.*largest MIG profile on H100-80GB \(7g\.80gb, 81920 MiB\)"
+    ):
         mutate_object(pod(gpus(), annotations={"gpuwebhook.io/gpu-memory": memory}), MIG)
 
 

@@ -77,7 +77,9 @@ def _full_policies() -> list[SharingPolicy]:
     return [
         sharing_policy(
             f"sharing: {sharing}\n"
-            + EVERY_MUTATOR.format(force=force, native=native, scheduler=OWN_SCHEDULER.get(mode, "gpu-scheduler")),
+            + EVERY_MUTATOR.format(
+                force=force, native=native, scheduler=OWN_SCHEDULER.get(mode, "gpu-scheduler")
+            ),
             name=mode,
         )
         for (mode, sharing), force, native in itertools.product(SHARING.items(), (False, True), (False, True))

@@ -32,3 +32,15 @@ def policy_set(*policies: SharingPolicy) -> PolicySet:
 
 def example_policies() -> PolicySet:
     return load_directory(EXAMPLE_POLICIES)
+
+
+def compile_problems(spec_yaml: str, name: str = "test-policy") -> list[str]:
+    """What `policies check` says of a GPUSharingPolicy with this spec."""
+    document = {
+        "apiVersion": "gpuwebhook.io/v1alpha1",
+        "kind": "GPUSharingPolicy",
+        "metadata": {"name": name},
+        "spec": yaml.safe_load(spec_yaml),
+    }
+    _, problems = compile_documents(parse_documents(yaml.safe_dump(document), "test.yaml"))
+    return [str(p) for p in problems]

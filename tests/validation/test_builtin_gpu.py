@@ -72,7 +72,9 @@ CASES = [
     ),
     (
         "HAMi keeps whole GPU counts",
-        _pod("hami", {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "20", "nvidia.com/gpumem-percentage": "20"}),
+        _pod(
+            "hami", {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "20", "nvidia.com/gpumem-percentage": "20"}
+        ),
         True,
         "",
     ),
@@ -102,14 +104,14 @@ CASES = [
         "KAI fraction with whole GPUs",
         _pod("free", {"nvidia.com/gpu": "1"}, {"gpu-fraction": "0.5"}),
         False,
-        "cannot be combined",
+        "cannot have both GPU fraction request and whole GPU",
     ),
-    ("KAI fraction out of range", _pod("free", {}, {"gpu-fraction": "1.5"}), False, "between 0 and 1"),
+    ("KAI fraction out of range", _pod("free", {}, {"gpu-fraction": "1.5"}), False, "smaller than 1.0"),
     (
         "KAI fraction and memory together",
         _pod("free", {}, {"gpu-fraction": "0.5", "gpu-memory": "100"}),
         False,
-        "not both",
+        "cannot request both GPU and GPU memory",
     ),
     ("KAI fraction alone", _pod("free", {}, {"gpu-fraction": "0.5"}), True, ""),
 ]

@@ -23,8 +23,8 @@ from webhook.mutation import hints, inject
 from webhook.mutation.checkpoint import checkpoint
 from webhook.mutation.context import MutationContext
 from webhook.mutation.diff import diff
-from webhook.mutation.leftovers import hami_leftovers
 from webhook.mutation.fields import mapping
+from webhook.mutation.leftovers import hami_leftovers
 from webhook.mutation.needs import APPLIED, read_needs
 from webhook.mutation.shape import check_pod_shape
 from webhook.mutation.sharing import REWRITES

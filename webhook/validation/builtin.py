@@ -17,6 +17,7 @@ from webhook.mutation.needs import read_needs
 from webhook.mutation.sharing import REWRITES, gpu_containers
 from webhook.mutation.target import PodTarget
 from webhook.policy.model import SharingPolicy
+from webhook.validation import kai
 
 QUANTITIES = "gpu-builtin/quantities"
 KAI_RULES = "gpu-builtin/kai"
@@ -56,28 +57,8 @@ def _container_quantities(container: dict[str, object], shared_names: tuple[str,
 
 
 def _kai(target: PodTarget) -> list[Finding]:
-    annotations = target.annotations
-    if gpu.KAI_FRACTION in annotations and gpu.KAI_MEMORY in annotations:
-        return [
-            Finding(
-                KAI_RULES,
-                "deny",
-                f"{target.describe()}: set {gpu.KAI_FRACTION} or {gpu.KAI_MEMORY}, not both",
-            )
-        ]
-    if gpu.KAI_FRACTION in annotations:
-        try:
-            fraction = quantity.parse(annotations[gpu.KAI_FRACTION])
-        except quantity.QuantityError:
-            fraction = None
-        if fraction is None or not 0 < fraction < 1:
-            message = f"{target.describe()}: {gpu.KAI_FRACTION} must be a number between 0 and 1, exclusive"
-            return [Finding(KAI_RULES, "deny", message)]
-    fractional = gpu.KAI_FRACTION in annotations or gpu.KAI_MEMORY in annotations
-    if fractional and any(resources.whole_gpus(c) for _, c in target.containers()):
-        message = f"{target.describe()}: a KAI GPU fraction cannot be combined with whole {gpu.GPU}"
-        return [Finding(KAI_RULES, "deny", message)]
-    return []
+    found = kai.problem(target.annotations, (c for _, c in target.containers()))
+    return [Finding(KAI_RULES, "deny", f"{target.describe()}: {found} (KAI's own check)")] if found else []
 
 
 def _sharing_enforced(

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.mutation.fields import mapping
@@ -30,6 +30,8 @@ class PodTarget:
     pod: dict[str, Any]
     kind: str
     name: str
+    # A workload's own labels (empty for a Pod): KAI's pod grouper reads its queue there first.
+    owner_labels: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -88,4 +90,5 @@ def pod_target(obj: KubeObject | None) -> PodTarget | None:
     if not isinstance(metadata, dict):
         metadata = {}
     name = metadata.get("name") or metadata.get("generateName") or ""
-    return PodTarget(node, kind, str(name))
+    labels = metadata.get("labels") if kind != "Pod" else None
+    return PodTarget(node, kind, str(name), labels if isinstance(labels, dict) else {})

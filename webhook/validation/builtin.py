@@ -22,6 +22,7 @@ from webhook.validation import kai
 QUANTITIES = "gpu-builtin/quantities"
 KAI_RULES = "gpu-builtin/kai"
 SHARING = "gpu-builtin/sharing-enforced"
+KAI_QUEUE = "kai.scheduler/queue"  # KAI-Scheduler pkg/common/constants/constants.go DefaultQueueLabel
 
 
 def check(target: PodTarget, policy: SharingPolicy | None, shared_names: tuple[str, ...]) -> list[Finding]:
@@ -29,7 +30,45 @@ def check(target: PodTarget, policy: SharingPolicy | None, shared_names: tuple[s
     findings = _quantities(target, shared_names) or _kai(target)
     if policy is not None and not findings:
         findings += _sharing_enforced(target, policy, shared_names)
+        findings += _device_plugin_limits(target, policy)
+        findings += _kai_queue(target, policy)
     return findings
+
+
+def _device_plugin_limits(target: PodTarget, policy: SharingPolicy) -> list[Finding]:
+    """A share count above 1 where the device plugin fails it at the kubelet (failRequestsGreaterThanOne,
+    k8s-device-plugin internal/rm/rm.go); MPS sets it by default (api/config/v1/config.go)."""
+    sharing = policy.sharing
+    if sharing.mode not in ("timeslice", "mps") or not sharing.fail_requests_greater_than_one:
+        return []
+    name = sharing.resource_name or gpu.SHARED_GPU
+    for _, container in target.containers():
+        counts = [
+            quantity.parse_count(v[name], name) for v in resources.sections(container).values() if name in v
+        ]
+        if counts and max(counts) > 1:
+            message = (
+                f"{target.describe_container(container)} asks for {max(counts)} {name}; the device "
+                f"plugin's {sharing.mode} sharing fails more than 1 at the kubelet "
+                "(failRequestsGreaterThanOne)"
+            )
+            return [Finding(SHARING, "deny", message)]
+    return []
+
+
+def _kai_queue(target: PodTarget, policy: SharingPolicy) -> list[Finding]:
+    """KAI's pod grouper takes the queue from the top owner's labels before the pod's
+    (KAI-Scheduler pkg/podgrouper/podgrouper/plugins/defaultgrouper/default_grouper.go,
+    CalcPodGroupQueue): a workload's own label overrides the one the policy puts on its pods."""
+    wanted = policy.inject.labels.get(KAI_QUEUE)
+    own = target.owner_labels.get(KAI_QUEUE)
+    if wanted is None or own is None or own == wanted:
+        return []
+    message = (
+        f"{target.describe()}: KAI reads the queue from the workload first, so its "
+        f"{KAI_QUEUE}={own} wins over policy {policy.name}'s {wanted}"
+    )
+    return [Finding(KAI_RULES, "warn", message)]
 
 
 def _quantities(target: PodTarget, shared_names: tuple[str, ...]) -> list[Finding]:

@@ -87,7 +87,7 @@ def test_kai_over_https_has_a_native_checkpoint_sidecar(server: ServerProcess) -
     obj = gpu_pod("example-kai")
     obj["spec"]["initContainers"][0]["resources"] = {}
     _, admitted = _mutate(server, obj)
-    assert admitted["metadata"]["annotations"]["gpu-fraction"] == "0.5"
+    assert admitted["metadata"]["annotations"]["gpu-memory"] == "40960"
     sidecar = admitted["spec"]["initContainers"][-1]
     assert (sidecar["name"], sidecar["restartPolicy"]) == ("gpuwebhook-checkpoint", "Always")
     assert admitted["spec"]["schedulerName"] == "kai-scheduler"

@@ -249,6 +249,9 @@ def _amounts(container: Mapping[str, Any], field: str) -> Amounts:
     for resource in requests.keys() | limits.keys():
         if not isinstance(resource, str) or "/" not in resource:
             continue
+        if gpu.is_mig_resource(resource) and gpu.parse_mig_resource(resource) is None:
+            # A name the device plugin never advertises would escape the quota's MIG count.
+            raise QuotaInputError(f"container {name!r}: {resource} is not a MIG profile name")
         value = requests[resource] if resource in requests else limits[resource]
         try:
             amounts[resource] = quantity.parse_count(value, f"container {name!r}: {resource}")

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from webhook import __version__, certs, manifests
+from webhook import __version__, certs, kubeversion, manifests
 from webhook.audit.commands import add_audit_commands, add_audit_serve_options, audit_settings
 from webhook.commands import advise, policies, probe, review, scan, test
 from webhook.config import (
@@ -182,6 +182,12 @@ def _add_cluster_options(serve: argparse.ArgumentParser) -> None:
         help="strict: admissions in flight are shared by all replicas through a ledger in the API",
     )
     cluster.add_argument("--kubeconfig", type=Path, default=env("kubeconfig"), help="default: in-cluster")
+    cluster.add_argument(
+        "--kubernetes-version",
+        type=_kubernetes_version,
+        default=env("kubernetes-version"),
+        help="the cluster's version, e.g. 1.28 (default: asked of the API server; unknown offline)",
+    )
     cluster.add_argument("--namespace", default=env("namespace"), help="our own namespace, for the ledger")
     cluster.add_argument(
         "--reservation-ttl",
@@ -201,6 +207,14 @@ def _add_cluster_options(serve: argparse.ArgumentParser) -> None:
         default=env("max-staleness", str(DEFAULT_MAX_STALENESS_SECONDS)),
         help="seconds without word from the API before /readyz calls the cache stale",
     )
+
+
+def _kubernetes_version(text: str) -> str:
+    try:
+        kubeversion.parse(text)
+    except kubeversion.VersionError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+    return text
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -237,6 +251,7 @@ def _serve(args: argparse.Namespace) -> int:
         inventory=args.inventory,
         quota_consistency=args.quota_consistency,
         kubeconfig=args.kubeconfig,
+        kubernetes_version=args.kubernetes_version,
         namespace=args.namespace,
         reservation_ttl_seconds=args.reservation_ttl,
         max_staleness_seconds=args.max_staleness,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -66,6 +67,16 @@ def connect(kubeconfig: Path | None = None) -> Connection | None:
     except (ConfigException, OSError, ValueError, TypeError) as e:
         raise ConfigError(f"cannot use kubeconfig {path}: {_line(e)}") from e
     return Connection(client.ApiClient(configuration), f"kubeconfig {path}")
+
+
+def server_version(connection: Connection) -> str | None:
+    """The API server's gitVersion (e.g. v1.29.3), asked once at start-up; None if it will not say."""
+    try:
+        info = client.VersionApi(connection.api_client).get_code()
+    except (ApiException, OSError, ValueError) as e:
+        logging.getLogger(__name__).warning("cannot read the Kubernetes version: %s", _line(e))
+        return None
+    return str(info.git_version) if getattr(info, "git_version", None) else None
 
 
 def _kubeconfig_path(explicit: Path | None) -> Path | None:

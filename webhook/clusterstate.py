@@ -40,6 +40,7 @@ class ClusterState:
     informers: Sequence[Informer] = ()
     max_staleness: float | None = None
     notes: list[str] = field(default_factory=list)
+    kubernetes_version: str | None = None  # the API server's gitVersion, read once at start-up
 
     @property
     def live(self) -> bool:
@@ -134,7 +135,14 @@ def _from_cluster(settings: Settings, quota_settings: QuotaSettings) -> ClusterS
     else:
         gate = LocalGate(cache, quota_settings)
         notes = ["quota is exact per replica; replicas do not share admissions in flight"]
-    return ClusterState(cache, gate, f"cluster ({connection.description})", informers, notes=notes)
+    return ClusterState(
+        cache,
+        gate,
+        f"cluster ({connection.description})",
+        informers,
+        notes=notes,
+        kubernetes_version=cluster.server_version(connection),
+    )
 
 
 def snapshot(settings: Settings) -> ClusterState:

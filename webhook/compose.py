@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from webhook import kubeversion
 from webhook.audit.setup import build_recorder
 from webhook.clusterstate import ClusterState, build_cluster_state
 from webhook.config import Settings
@@ -41,6 +42,9 @@ def build_service(settings: Settings) -> Service:
     inventory = (
         static_inventory(settings.inventory) if settings.inventory else namespace_inventory(cluster.cache)
     )
+    version_text = settings.kubernetes_version or cluster.kubernetes_version
+    version = kubeversion.parse(version_text) if version_text else None
+    log.info("kubernetes version", extra={"version": version_text or "unknown"})
     review_settings = ReviewSettings(
         settings.excluded_namespaces,
         settings.own_username,
@@ -59,6 +63,7 @@ def build_service(settings: Settings) -> Service:
             gatekeeper_inventory=inventory,
             placement=capacity.view(time.time()) if capacity is not None else None,
             may_block=may_block,
+            kubernetes_version=version,
         )
         return review(request, endpoint, deps)
 

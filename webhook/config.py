@@ -82,6 +82,7 @@ class Settings:
     audit_checkpoint_seconds: float = 60.0
     audit_failure_mode: FailureMode = "closed"
     inventory: Path | None = None
+    kubernetes_version: str | None = None  # --kubernetes-version; None: ask the API server
     quota_consistency: QuotaConsistency = "per-replica"
     kubeconfig: Path | None = None
     namespace: str | None = None

@@ -15,6 +15,7 @@ from webhook import gpu
 from webhook.config import EXEMPT_NAMESPACES, Enforcement, FailureMode
 from webhook.decision import ALLOW, Decision, Finding, clamp_warnings, deny
 from webhook.errors import AdmissionDenied, ClusterError
+from webhook.kubeversion import Version
 from webhook.match import glob_matches
 from webhook.mutation import resources, void
 from webhook.mutation.engine import mutate_object, select_policy
@@ -72,6 +73,7 @@ class ReviewDeps:
     # data.inventory for Gatekeeper templates, in Gatekeeper's layout; read only when needed.
     gatekeeper_inventory: Callable[[], Mapping[str, Any]] | None = None
     placement: CapacityView | None = None  # spare GPU capacity, for policies with placement hints
+    kubernetes_version: Version | None = None  # the cluster's (discovery or a flag); None: unknown
     # False: raise WouldBlock, before anything is reserved, rather than run Rego (the server
     # tries reviews on its event loop first, and moves only those that need Rego to a thread).
     may_block: bool = True
@@ -121,6 +123,7 @@ def mutate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
             deps.policies.shared_names,
             placement=deps.placement,
             shape_checked=True,  # by reviewed_pod
+            kubernetes_version=deps.kubernetes_version,
         )
     except AdmissionDenied as e:
         return deny(str(e), findings=(Finding(subject.policy.name, "deny", str(e)),))

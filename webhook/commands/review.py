@@ -36,7 +36,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def command(args: argparse.Namespace) -> int:
-    deps = offline_deps(args.policies, read_inventory(args.inventory))
+    deps = offline_deps(args.policies, read_inventory(args.inventory), args.kubernetes_version)
     identity = Identity(args.user, tuple(args.groups or ("system:authenticated",)))
     outcomes = [
         run(request_for(document, namespace=args.namespace, identity=identity), deps)

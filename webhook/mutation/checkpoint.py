@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook import gpu
+from webhook import gpu, kubeversion
 from webhook.mutation import resources
 from webhook.mutation.context import MutationContext
 from webhook.mutation.sharing import KAI_CONTAINER
@@ -26,13 +26,26 @@ def checkpoint(target: PodTarget, context: MutationContext) -> bool:
     config = context.policy.checkpoint
     if config is None:
         return False
+    native = config.native_sidecar and _native_supported(context)
     changed = _volume(target, config)
-    changed |= _sidecar(target, config)
-    for container in _gpu_app_containers(target, context):
+    changed |= _sidecar(target, config, native)
+    for container in _gpu_containers(target, context):
         changed |= _mount(container, config)
         changed |= _env(container, config)
     changed |= _grace_period(target, config)
     return changed
+
+
+def _native_supported(context: MutationContext) -> bool:
+    version = context.kubernetes_version
+    if kubeversion.has_native_sidecars(version):
+        return True
+    assert version is not None
+    context.warn(
+        f"Kubernetes {kubeversion.show(version)} drops restartPolicy from init containers (native "
+        "sidecars need 1.29): the checkpoint agent runs as a regular container instead"
+    )
+    return False
 
 
 def _volume(target: PodTarget, config: Checkpoint) -> bool:
@@ -43,14 +56,20 @@ def _volume(target: PodTarget, config: Checkpoint) -> bool:
     return True
 
 
-def _sidecar(target: PodTarget, config: Checkpoint) -> bool:
+def _sidecar(target: PodTarget, config: Checkpoint, native: bool) -> bool:
     if any(c.get("name") == NAME for _, c in target.containers()):
         return False
-    list_name = "initContainers" if config.native_sidecar else "containers"
     container = _agent(config)
-    if config.native_sidecar:
-        container["restartPolicy"] = "Always"  # a native sidecar: starts first, never blocks Job completion
-    target.spec[list_name] = [*(target.spec.get(list_name) or []), container]
+    if not native:
+        target.spec["containers"] = [*(target.spec.get("containers") or []), container]
+        return True
+    container["restartPolicy"] = "Always"  # a native sidecar: starts first, never blocks Job completion
+    # Init containers start in order, and a native sidecar runs from its place on: before the
+    # first init container that uses a GPU, so that one can already write checkpoints.
+    init = list(target.spec.get("initContainers") or [])
+    first_gpu = next((i for i, c in enumerate(init) if resources.uses_gpu(c)), len(init))
+    init.insert(first_gpu, container)
+    target.spec["initContainers"] = init
     return True
 
 
@@ -69,13 +88,16 @@ def _agent(config: Checkpoint) -> dict[str, Any]:
     }
 
 
-def _gpu_app_containers(target: PodTarget, context: MutationContext) -> list[dict[str, Any]]:
+def _gpu_containers(target: PodTarget, context: MutationContext) -> list[dict[str, Any]]:
+    """App and init containers that use a GPU (KAI's fraction container included): they write
+    checkpoints, so they get the volume and where it is."""
+    found = [c for _, c in target.containers() if c.get("name") != NAME]
     app = [c for c in target.spec.get("containers") or [] if c.get("name") != NAME]
     kai_name = target.annotations.get(KAI_CONTAINER) or (app[0].get("name") if app else None)
     kai_pod = any(k in target.annotations for k in (gpu.KAI_FRACTION, gpu.KAI_MEMORY))
     return [
         c
-        for c in app
+        for c in found
         if resources.uses_gpu(c, context.shared_names) or (kai_pod and c.get("name") == kai_name)
     ]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.kubeversion import Version
 from webhook.mutation.needs import PodNeeds
 from webhook.policy.model import SharingPolicy
 from webhook.utilization.capacity import CapacityView
@@ -20,6 +21,7 @@ class MutationContext:
     placement: CapacityView | None = None  # spare GPU capacity for placement hints, if known
     # Node requirements a rewrite adds beside the policy's own (MIG: the slice's GFD labels).
     required: list[dict[str, Any]] = field(default_factory=list)
+    kubernetes_version: Version | None = None  # the cluster's, when known (native sidecars need 1.29)
 
     def warn(self, message: str) -> None:
         self.warnings[message] = None  # one may say it of several containers; say it once

@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from webhook.kubeversion import Version
 from webhook.mutation import hints, inject
 from webhook.mutation.checkpoint import checkpoint
 from webhook.mutation.context import MutationContext
@@ -79,6 +80,7 @@ def mutate_object(
     placement: CapacityView | None = None,
     *,
     shape_checked: bool = False,
+    kubernetes_version: Version | None = None,
 ) -> MutationResult:
     """Apply `policy` to the pod in `obj`; AdmissionDenied or ShapeError if it cannot be admitted.
 
@@ -92,7 +94,9 @@ def mutate_object(
     needs = read_needs(target)
     opted_out = needs.opt_out and policy.sharing.allow_opt_out
     mode = "exclusive" if opted_out else policy.sharing.mode
-    context = MutationContext(policy, needs, mode, shared_names, placement=placement)
+    context = MutationContext(
+        policy, needs, mode, shared_names, placement=placement, kubernetes_version=kubernetes_version
+    )
     if needs.opt_out and not opted_out:
         context.warn(f"policy {policy.name} does not allow opting out of GPU sharing; sharing applied")
     for mutator in mutators(mode):

@@ -216,3 +216,28 @@ def test_review_denies_a_malformed_pod_as_the_server_does(
     (entry,) = json.loads(result.stdout)
     assert not entry["allowed"] and entry["status"]["code"] == 400
     assert "[gpu-builtin/shape]" in entry["status"]["message"] and problem in entry["status"]["message"]
+
+
+def _kai_pod_with_gpu_init(tmp_path: Path) -> Path:
+    pod = _pod("train", "example-kai")
+    pod["spec"]["initContainers"] = [{"name": "fetch", "image": "x"}]  # type: ignore[index]
+    return _write_yaml(tmp_path / "pod.yaml", pod)
+
+
+@pytest.mark.parametrize(("version", "native"), [("1.28", False), ("v1.30.2", True)])
+def test_review_says_where_the_checkpoint_agent_goes_for_the_clusters_version(
+    tmp_path: Path, version: str, native: bool
+) -> None:
+    path = _kai_pod_with_gpu_init(tmp_path)
+    result = gpu_webhook(
+        "review", str(path), "--policies", str(BUNDLED_POLICIES), "--kubernetes-version", version
+    )
+    assert result.returncode == 0, result.stderr
+    assert ("native sidecars need 1.29" in result.stdout) is not native
+    assert ("restartPolicy: Always" in result.stdout) is native
+
+
+def test_review_refuses_a_version_it_cannot_read(tmp_path: Path) -> None:
+    path = _kai_pod_with_gpu_init(tmp_path)
+    result = gpu_webhook("review", str(path), "--kubernetes-version", "latest")
+    assert result.returncode != 0 and "not a Kubernetes version" in result.stderr

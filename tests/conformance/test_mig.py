@@ -8,6 +8,7 @@ L = internal/lm/mig-strategy_test.go).
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from tests.support.policies import compile_problems, sharing_policy
 from webhook import gpu
 from webhook.errors import AdmissionDenied
 from webhook.mutation.engine import mutate_object
-from webhook.quota.demand import QuotaInputError, pod_demand
+from webhook.quota.demand import QuotaInputError, QuotaSettings, pod_demand, pod_shape, shape_demand
 
 REAL_MIB = [
     # (pin, model, profile, MiB)
@@ -280,3 +281,10 @@ def test_quota_refuses_a_mig_name_it_cannot_read() -> None:
 def test_policies_check_refuses_what_mig_cannot_do(spec: str, fragment: str) -> None:
     problems = compile_problems(f"sharing: {spec}")
     assert any(fragment in p for p in problems), problems
+
+
+def test_a_quota_over_a_4_slice_model_counts_its_own_slices() -> None:
+    settings = QuotaSettings(mig_slices_per_gpu=gpu.model_slices("A30-24GB"))
+    shape = pod_shape(_quota_pod("nvidia.com/mig-2g.12gb", "1"))
+    assert shape is not None
+    assert shape_demand(shape, settings).gpus == Fraction(1, 2)

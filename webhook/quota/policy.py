@@ -250,7 +250,11 @@ class _Parser:
                 known = ", ".join(gpu.GPU_MODELS)
                 self.problem("spec.accounting.gpuModel", f"unknown GPU model {_show(model)} (known: {known})")
             else:
-                settings = replace(settings, card_memory_mib=gpu.model_memory_mib(model))
+                settings = replace(
+                    settings,
+                    card_memory_mib=gpu.model_memory_mib(model),
+                    mig_slices_per_gpu=gpu.model_slices(model),  # 4 on A30 and RTX PRO 6000
+                )
         card = self.memory(raw.get("cardMemory"), "spec.accounting.cardMemory")
         if card is not None and model is not None:
             self.problem("spec.accounting.cardMemory", "set gpuModel or cardMemory, not both")

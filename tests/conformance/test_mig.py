@@ -288,3 +288,25 @@ def test_a_quota_over_a_4_slice_model_counts_its_own_slices() -> None:
     shape = pod_shape(_quota_pod("nvidia.com/mig-2g.12gb", "1"))
     assert shape is not None
     assert shape_demand(shape, settings).gpus == Fraction(1, 2)
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [
+        ("sharing: {mode: mig, gpuModel: A100-80GB, defaultMemory: 80Gi}", "largest MIG slice holds"),
+        (
+            "sharing: {mode: mig, gpuModel: A100-80GB, migStrategy: single}\n"
+            "inject:\n  nodeAffinity:\n    required:\n"
+            "      - {key: nvidia.com/mig.strategy, operator: In, values: [mixed]}",
+            "could never schedule",
+        ),
+        (
+            "sharing: {mode: timeslice}\n"
+            "inject:\n  nodeAffinity:\n    required:\n"
+            "      - {key: nvidia.com/gpu.sharing-strategy, operator: In, values: [mps]}",
+            "could never schedule",
+        ),
+    ],
+)
+def test_policies_that_could_never_schedule_are_refused(spec: str, fragment: str) -> None:
+    assert any(fragment in p for p in compile_problems(spec))

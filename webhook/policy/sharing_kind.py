@@ -70,7 +70,32 @@ def compile_sharing_policy(document: Document) -> tuple[SharingPolicy | None, li
         checkpoint=_checkpoint(checker, spec.get("checkpoint"), (*SPEC, "checkpoint")),
         file=document.file,
     )
+    _placement_fits(checker, spec)
     return (None, checker.problems) if checker.problems else (policy, [])
+
+
+# GPU Feature Discovery's labels for the mode a policy writes (k8s-device-plugin internal/lm/):
+# a required value that excludes the policy's own mode leaves its pods nowhere to run.
+def _mode_label(key: str, sharing: Mapping[str, Any]) -> str | None:
+    mode = sharing["mode"]
+    if key == "nvidia.com/mig.strategy" and mode == "mig":
+        return str(sharing.get("migStrategy", "mixed"))
+    if key == "nvidia.com/gpu.sharing-strategy":
+        return {"timeslice": "time-slicing", "mps": "mps"}.get(mode)
+    return None
+
+
+def _placement_fits(checker: _Checker, spec: Mapping[str, Any]) -> None:
+    required = spec.get("inject", {}).get("nodeAffinity", {}).get("required", [])
+    for index, requirement in enumerate(required):
+        wanted = _mode_label(requirement["key"], spec["sharing"])
+        values = requirement.get("values", [])
+        if wanted is not None and requirement["operator"] == "In" and wanted not in values:
+            checker.fail(
+                (*SPEC, "inject", "nodeAffinity", "required", index),
+                f"requires {requirement['key']} in {values}, but the nodes for "
+                f"{spec['sharing']['mode']} pods are labelled {wanted}: its pods could never schedule",
+            )
 
 
 def _match(checker: _Checker, raw: Mapping[str, Any], path: Path) -> Match:
@@ -180,6 +205,14 @@ def _default_memory(checker: _Checker, raw: Mapping[str, Any], path: Path, model
     mib = checker.parsed(where, lambda: quantity.parse_mib(raw["defaultMemory"], "defaultMemory"))
     if mib is not None and model is not None and mib > gpu.model_memory_mib(model):
         checker.fail(where, f"{raw['defaultMemory']} is more than a whole {model} holds")
+    elif mib is not None and model is not None and raw["mode"] == "mig":
+        largest = gpu.largest_profile(model)
+        checker.check(
+            where,
+            mib <= largest.memory_mib,
+            f"{raw['defaultMemory']} is more than {model}'s largest MIG slice holds "
+            f"({largest.name}, {largest.memory_mib} MiB)",
+        )
     return mib
 
 

@@ -310,3 +310,24 @@ def test_a_quota_over_a_4_slice_model_counts_its_own_slices() -> None:
 )
 def test_policies_that_could_never_schedule_are_refused(spec: str, fragment: str) -> None:
     assert any(fragment in p for p in compile_problems(spec))
+
+
+def test_quota_understands_single_strategy_pods_by_their_pinning() -> None:
+    """Under single strategy nvidia.com/gpu is a slice; the pod's own required affinity says which."""
+    policy = sharing_policy(
+        "sharing: {mode: mig, gpuModel: A100-80GB, migStrategy: single, multiGpu: slices}"
+    )
+    admitted = mutate_object(_pod("2", memory="15Gi"), policy).object
+    usage = pod_demand(admitted)
+    assert usage.gpus == Fraction(2, 7)  # two 1-slice profiles
+    assert usage.gpu_memory_mib == 2 * 15 * 1024
+    assert usage.devices == 2
+    assert pod_demand(_pod("2")).gpus == 2  # the same pod without the pinning: whole GPUs
+
+
+def test_a_pinning_that_leaves_any_term_open_counts_whole_gpus() -> None:
+    policy = sharing_policy("sharing: {mode: mig, gpuModel: A100-80GB, migStrategy: single}")
+    admitted = mutate_object(_pod("1", memory="15Gi"), policy).object
+    required = admitted["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    required["nodeSelectorTerms"].append({"matchExpressions": [{"key": "zone", "operator": "Exists"}]})
+    assert pod_demand(admitted).gpus == 1

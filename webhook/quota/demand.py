@@ -85,6 +85,9 @@ class PodShape:
     app: tuple[Amounts, ...] = ()
     init: tuple[tuple[Amounts, bool], ...] = ()
     kai: KaiRequest | None = None
+    # MIG single strategy: the pod runs only where nvidia.com/gpu is a slice of this many
+    # compute slices and at least this much memory (see `_single_mig_slice`).
+    single_mig: tuple[int, int] | None = None
 
 
 def is_finished(pod: KubeObject) -> bool:
@@ -104,7 +107,7 @@ def pod_shape(pod: KubeObject) -> PodShape | None:
     kai = _kai_request(_mapping(_mapping(pod.get("metadata"), "metadata").get("annotations"), "annotations"))
     if kai is None and not any(app) and not any(amounts for amounts, _ in init):
         return None
-    return PodShape(app, init, kai)
+    return PodShape(app, init, kai, _single_mig_slice(spec))
 
 
 def pod_demand(pod: KubeObject, settings: QuotaSettings = DEFAULT_SETTINGS) -> Usage:
@@ -117,11 +120,11 @@ def pod_demand(pod: KubeObject, settings: QuotaSettings = DEFAULT_SETTINGS) -> U
 
 @functools.lru_cache(maxsize=4096)
 def shape_demand(shape: PodShape, settings: QuotaSettings) -> Usage:
-    app = _sum(_container_vector(a, settings) for a in shape.app)
+    app = _sum(_container_vector(a, settings, shape.single_mig) for a in shape.app)
     sidecars: _Vector = {}
     init_peak: _Vector = {}
     for amounts, sidecar in shape.init:
-        vector = _container_vector(amounts, settings)
+        vector = _container_vector(amounts, settings, shape.single_mig)
         if sidecar:
             app = _sum((app, vector))
             sidecars = _sum((sidecars, vector))
@@ -139,24 +142,81 @@ def shape_demand(shape: PodShape, settings: QuotaSettings) -> Usage:
 # Kubernetes max/sum rule applies per resource, as the scheduler reserves them.
 _Vector = dict[tuple[str, str], Fraction]
 _GPUS, _MEMORY, _COUNT, _DEVICES = "gpus", "memory", "count", "devices"
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_STRATEGY, _SLICES, _MEMORY_LABEL = (
+    "nvidia.com/mig.strategy",
+    "nvidia.com/gpu.slices.gi",
+    "nvidia.com/gpu.memory",
+)
+_SINGLE_KEYS = frozenset({_STRATEGY, _SLICES, _MEMORY_LABEL})
 
 
-def _container_vector(amounts: Amounts, settings: QuotaSettings) -> _Vector:
+def _container_vector(
+    amounts: Amounts, settings: QuotaSettings, single_mig: tuple[int, int] | None = None
+) -> _Vector:
     by_name = dict(amounts)
     vector: _Vector = {(_COUNT, name): Fraction(count) for name, count in amounts}
-    if _is_hami(by_name):
+    if single_mig is not None and by_name.get(gpu.GPU):
+        _add_slices(vector, gpu.GPU, by_name[gpu.GPU], single_mig, settings)
+    elif _is_hami(by_name):
         _add_hami(vector, by_name, settings)
     elif by_name.get(gpu.GPU):
         _add_share_or_whole(vector, gpu.GPU, by_name[gpu.GPU], settings)
     for name, count in amounts:
         profile = gpu.parse_mig_resource(name)
         if profile is not None:
-            vector[(_GPUS, name)] = Fraction(count * profile.slices, settings.mig_slices_per_gpu)
-            vector[(_MEMORY, name)] = Fraction(count * profile.memory_mib)
-            vector[(_DEVICES, name)] = Fraction(count)
+            _add_slices(vector, name, count, (profile.slices, profile.memory_mib), settings)
         elif name != gpu.GPU and settings.replicas(name):
             _add_share_or_whole(vector, name, count, settings)
     return vector
+
+
+def _add_slices(
+    vector: _Vector, name: str, count: int, size: tuple[int, int], settings: QuotaSettings
+) -> None:
+    slices, memory_mib = size
+    vector[(_GPUS, name)] = Fraction(count * slices, settings.mig_slices_per_gpu)
+    vector[(_MEMORY, name)] = Fraction(count * memory_mib)
+    vector[(_DEVICES, name)] = Fraction(count)
+
+
+def _single_mig_slice(spec: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(compute slices, MiB) when every required node term keeps the pod on MIG single-strategy
+    nodes with one slice size: there `nvidia.com/gpu` is a slice (GPU Feature Discovery labels,
+    k8s-device-plugin internal/lm/mig-strategy_test.go). Trusting the pod's own affinity is
+    safe: a pod that writes it can only run where it is true."""
+    affinity = spec.get("affinity")
+    node = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
+    required = node.get(_REQUIRED) if isinstance(node, dict) else None
+    terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
+    if not isinstance(terms, list) or not terms:
+        return None
+    sizes = {_term_slice(term) for term in terms}
+    return sizes.pop() if len(sizes) == 1 else None
+
+
+def _term_slice(term: object) -> tuple[int, int] | None:
+    expressions = term.get("matchExpressions") if isinstance(term, dict) else None
+    if not isinstance(expressions, list):
+        return None
+    found: dict[tuple[str, str], Any] = {}
+    for e in expressions:
+        if isinstance(e, dict) and e.get("key") in _SINGLE_KEYS:
+            found[(str(e["key"]), str(e.get("operator")))] = e.get("values")
+    single = found.get((_STRATEGY, "In")) == ["single"]
+    slices = found.get((_SLICES, "In"))
+    memory = found.get((_MEMORY_LABEL, "Gt"))
+    if not single or not _one_number(slices):
+        return None
+    assert isinstance(slices, list)
+    mib = int(memory[0]) + 1 if _one_number(memory) and isinstance(memory, list) else 0
+    return int(slices[0]), mib
+
+
+def _one_number(values: object) -> bool:
+    return (
+        isinstance(values, list) and len(values) == 1 and isinstance(values[0], str) and values[0].isdigit()
+    )
 
 
 def _add_share_or_whole(vector: _Vector, name: str, count: int, settings: QuotaSettings) -> None:

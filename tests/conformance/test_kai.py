@@ -155,3 +155,53 @@ def test_a_fraction_for_two_containers_is_refused() -> None:
     obj["spec"]["containers"].append(dict(obj["spec"]["containers"][0], name="second"))
     with pytest.raises(AdmissionDenied, match="one container"):
         mutate_object(obj, POLICY)
+
+
+LEFTOVER_CASES = [
+    # (policy, annotations, expected container limits, gpuwebhook.io/gpu-memory)
+    (
+        "{mode: mig, gpuModel: A100-80GB, defaultMemory: 5Gi}",
+        {"gpu-fraction": "0.25"},
+        {"nvidia.com/mig-3g.40gb": "1"},
+        "20480Mi",
+    ),
+    (
+        "{mode: mig, gpuModel: A100-80GB, defaultMemory: 5Gi}",
+        {"gpu-memory": "9000"},
+        {"nvidia.com/mig-1g.10gb": "1"},
+        "9000Mi",
+    ),
+    ("{mode: hami, cores: 30}", {"gpu-fraction": "0.5"}, None, None),
+    (
+        "{mode: exclusive}",
+        {"gpu-memory": "9000", "gpu-fraction-num-devices": "2"},
+        {"nvidia.com/gpu": "2"},
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(("spec", "annotations", "limits", "memory"), LEFTOVER_CASES)
+def test_kai_annotations_on_a_pod_kai_will_not_schedule_are_translated(
+    spec: str, annotations: dict[str, str], limits: dict[str, str] | None, memory: str | None
+) -> None:
+    """Only KAI's binder reads these annotations (V:16-19); elsewhere the pod would get no GPU."""
+    policy = sharing_policy(f"sharing: {spec}")
+    obj = _pod(annotations)
+    del obj["spec"]["containers"][0]["resources"]
+    result = mutate_object(obj, policy).object
+    left = result["metadata"]["annotations"]
+    assert not {"gpu-fraction", "gpu-memory", "gpu-fraction-num-devices"} & left.keys()
+    got = result["spec"]["containers"][0]["resources"]["limits"]
+    if limits is not None:
+        assert got == limits
+    else:
+        assert got["nvidia.com/gpumem-percentage"] == "50" and got["nvidia.com/gpu"] == "1"
+    assert left.get("gpuwebhook.io/gpu-memory") == memory
+    assert mutate_object(result, policy).patch == ()
+
+
+def test_kai_annotations_under_time_slicing_are_refused() -> None:
+    policy = sharing_policy("sharing: {mode: timeslice}")
+    with pytest.raises(AdmissionDenied, match="only kai-scheduler reads"):
+        mutate_object(_pod({"gpu-fraction": "0.5"}), policy)

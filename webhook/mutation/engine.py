@@ -25,7 +25,7 @@ from webhook.mutation.checkpoint import checkpoint
 from webhook.mutation.context import MutationContext
 from webhook.mutation.diff import diff
 from webhook.mutation.fields import mapping
-from webhook.mutation.leftovers import hami_leftovers
+from webhook.mutation.leftovers import hami_leftovers, kai_leftovers
 from webhook.mutation.needs import APPLIED, read_needs
 from webhook.mutation.shape import check_pod_shape
 from webhook.mutation.sharing import REWRITES
@@ -108,7 +108,7 @@ def mutate_object(
 def mutators(mode: str) -> tuple[Mutator, ...]:
     # Another scheduler's resources are settled first: the rewrite reads what they translate to.
     rewrite = REWRITES.get(mode)
-    return (hami_leftovers, *((rewrite,) if rewrite else ()), *PLACEMENT, _stamp)
+    return (hami_leftovers, kai_leftovers, *((rewrite,) if rewrite else ()), *PLACEMENT, _stamp)
 
 
 def _stamp(target: PodTarget, context: MutationContext) -> bool:

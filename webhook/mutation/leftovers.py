@@ -16,6 +16,7 @@ A container with only HAMi resources asks for one GPU: HAMi's `defaultGPUNum`
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -25,15 +26,17 @@ from webhook.mutation import resources
 from webhook.mutation.context import MutationContext
 from webhook.mutation.fields import mapping
 from webhook.mutation.needs import CORES, MEMORY
+from webhook.mutation.sharing import KAI_CONTAINER, MODE_SCHEDULERS
 from webhook.mutation.target import PodTarget
 from webhook.quantity import format_mib
+from webhook.validation import kai as kai_rules
 
 HAMI_RESOURCES = (gpu.HAMI_MEMORY, gpu.HAMI_MEMORY_PERCENT, gpu.HAMI_CORES)
 TRANSLATED_MODES = ("mig", "kai")
 
 
 def hami_leftovers(target: PodTarget, context: MutationContext) -> bool:
-    if context.mode == "hami" or target.spec.get("schedulerName") == gpu.HAMI_SCHEDULER:
+    if context.mode == "hami" or final_scheduler(target, context) == gpu.HAMI_SCHEDULER:
         return False
     found = [(c, _hami_asks(target, c)) for _, c in target.containers()]
     found = [(c, asks) for c, asks in found if asks]
@@ -56,6 +59,16 @@ def hami_leftovers(target: PodTarget, context: MutationContext) -> bool:
     else:
         context.warn(f"{names} dropped: only hami-scheduler reads them, and a whole GPU holds the ask")
     return True
+
+
+def final_scheduler(target: PodTarget, context: MutationContext) -> str | None:
+    """The scheduler the pod ends with, as inject.scheduler decides it."""
+    inject = context.policy.inject
+    wanted = inject.scheduler_name or MODE_SCHEDULERS.get(context.mode)
+    current = target.spec.get("schedulerName")
+    if wanted is not None and (current in (None, "", gpu.DEFAULT_SCHEDULER) or inject.force):
+        return wanted
+    return current if isinstance(current, str) else None
 
 
 def _hami_asks(target: PodTarget, container: dict[str, Any]) -> dict[str, int]:
@@ -112,3 +125,67 @@ def _record(target: PodTarget, context: MutationContext, memory: int | None, cor
 def _said(memory: int | None, cores: int | None) -> str:
     parts = ([format_mib(memory)] if memory is not None else []) + ([f"{cores}% compute"] if cores else [])
     return ", ".join(parts) or "nothing to carry over"
+
+
+KAI_ANNOTATIONS = (gpu.KAI_FRACTION, gpu.KAI_MEMORY, gpu.KAI_NUM_DEVICES, KAI_CONTAINER)
+
+
+def kai_leftovers(target: PodTarget, context: MutationContext) -> bool:
+    """KAI's fraction annotations on a pod that will not be scheduled by KAI: only KAI's binder
+    reads them, so the pod would get no GPU at all. The fraction container (KAI's
+    `gpu-fraction-container-name`, else the first container: KAI-Scheduler
+    pkg/binder/common/gpu_access.go GetFractionContainerRef) asks for the devices instead, and
+    the memory becomes the mode's memory ask, as for HAMi's resources."""
+    annotations = target.annotations
+    if context.mode == "kai" or final_scheduler(target, context) == gpu.KAI_SCHEDULER:
+        return False
+    if gpu.KAI_FRACTION not in annotations and gpu.KAI_MEMORY not in annotations:
+        return False
+    if any(key in context.policy.inject.annotations for key in KAI_ANNOTATIONS):
+        return False  # the policy writes them itself: they are its choice, not a leftover
+    if context.mode in ("timeslice", "mps"):
+        raise AdmissionDenied(
+            f"{target.describe()} asks for a KAI GPU fraction, which only kai-scheduler reads; "
+            f"{context.mode} has no per-pod memory limit: remove it, or use a mig or hami policy"
+        )
+    container = _fraction_container(target)
+    devices, memory, percent = _kai_ask(target, context)
+    if resources.whole_gpus(container) is None:
+        resources.put(container, gpu.GPU, str(devices), ("limits",))
+    if percent is not None and context.mode == "hami":
+        resources.put_if_absent(container, gpu.HAMI_MEMORY_PERCENT, str(percent), ("limits",))
+    elif context.mode in (*TRANSLATED_MODES, "hami"):
+        _record(target, context, memory, None)
+    metadata_annotations = mapping(target.metadata, "annotations")
+    for key in KAI_ANNOTATIONS:
+        metadata_annotations.pop(key, None)
+    context.warn(f"KAI's GPU fraction became {devices} {gpu.GPU} for the {context.mode} policy")
+    return True
+
+
+def _fraction_container(target: PodTarget) -> dict[str, Any]:
+    name = target.annotations.get(KAI_CONTAINER)
+    containers = [c for _, c in target.containers()]
+    found = next((c for c in containers if name is not None and c.get("name") == name), None)
+    app = target.spec.get("containers") or []
+    if found is None and name is None and app:
+        found = app[0]
+    if found is None:
+        raise AdmissionDenied(f"{target.describe()}: no container named {name!r} for the KAI fraction")
+    return found
+
+
+def _kai_ask(target: PodTarget, context: MutationContext) -> tuple[int, int | None, int | None]:
+    """(devices, MiB per device, percent of the card) from KAI's annotations, checked as KAI does."""
+    annotations = target.annotations
+    found = kai_rules.problem(annotations, (c for _, c in target.containers()))
+    if found is not None:
+        raise AdmissionDenied(f"{target.describe()}: {found} (KAI's own check)")
+    devices = int(annotations.get(gpu.KAI_NUM_DEVICES, "1"))
+    if gpu.KAI_MEMORY in annotations:
+        return devices, int(annotations[gpu.KAI_MEMORY]), None
+    fraction = kai_rules.parse_go_float(annotations[gpu.KAI_FRACTION]) or 0.0
+    percent = max(1, min(100, math.ceil(fraction * 100)))
+    model = context.policy.sharing.gpu_model
+    memory = math.ceil(gpu.model_memory_mib(model) * fraction) if model else None
+    return devices, memory, percent

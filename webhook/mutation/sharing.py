@@ -67,32 +67,33 @@ def mig(target: PodTarget, context: MutationContext) -> bool:
     model = sharing.gpu_model or ""
     memory = context.needs.memory_mib or sharing.default_memory_mib or 1
     cores = context.needs.cores or sharing.cores
-    profile = gpu.fitting_profile(model, memory, cores)
-    if profile is None:
-        raise AdmissionDenied(_too_large(target, memory, cores, model))
-    changed = False
-    sliced = kept = 0
+    sliced, kept = [], 0
     for _, container, ask in gpu_containers(target):
         if ask.count > 1 and not _slices_for_many(target, container, ask.count, context):
             kept += 1
-            continue
-        sliced += 1
-        if sharing.mig_strategy == "mixed":
-            resources.drop(container, gpu.GPU)
-            changed |= resources.put(container, profile.resource, str(ask.count), ask.sections)
+        else:
+            sliced.append((container, ask))
     if sharing.mig_strategy == "single" and sliced and kept:
         raise AdmissionDenied(
             f"{target.describe()} mixes MIG slices and whole GPUs, but with migStrategy single a "
             "node offers only one of them as nvidia.com/gpu; split the pod, or set multiGpu"
         )
-    if sliced:
-        context.warn(_explanation(model, memory, cores, profile))
-        if sharing.mig_strategy == "single":
-            context.require(mig_nodes.single_strategy(profile, memory))
-        else:
-            context.require(mig_nodes.mixed_strategy(profile, memory, gpu.memory_is_measured(model)))
-    elif kept and sharing.mig_strategy == "single":
+    if kept and sharing.mig_strategy == "single":
         context.require(mig_nodes.whole_gpus())
+    if not sliced:
+        return False
+    profile = gpu.fitting_profile(model, memory, cores)
+    if profile is None:
+        raise AdmissionDenied(_too_large(target, memory, cores, model))
+    context.warn(_explanation(model, memory, cores, profile))
+    if sharing.mig_strategy == "single":
+        context.require(mig_nodes.single_strategy(profile, memory))
+        return False  # slices are nvidia.com/gpu here: the count stays
+    context.require(mig_nodes.mixed_strategy(profile, memory, gpu.memory_is_measured(model)))
+    changed = False
+    for container, ask in sliced:
+        resources.drop(container, gpu.GPU)
+        changed |= resources.put(container, profile.resource, str(ask.count), ask.sections)
     return changed
 
 

@@ -10,11 +10,16 @@ from __future__ import annotations
 
 from webhook import gpu
 
-FAMILIES = ("A100", "H100", "H200")
+# Longest first: "GH200" holds "H200", "GB300" holds "B300", "H200" holds "H20".
+FAMILIES = ("RTX-PRO-6000", "GH200", "GB200", "GB300", "A100", "H100", "H200", "B200", "B300", "H20", "A30")
+
+
+def _upper_name(model_name: str) -> str:
+    return model_name.upper().replace(" ", "-")
 
 
 def family(model_name: str) -> str | None:
-    upper = model_name.upper()
+    upper = _upper_name(model_name)
     return next((f for f in FAMILIES if f in upper), None)
 
 
@@ -41,7 +46,9 @@ def mig_card_model(model_name: str, profile: str) -> str | None:
         for m in gpu.GPU_MODELS
         if m.startswith(found + "-") and any(p.name == profile for p in gpu.MIG_PROFILES[m])
     ]
-    return owners[0] if len(owners) == 1 else None
+    # H100-94GB and H100-96GB share 1g.12gb: any owner serves when their slices are alike.
+    alike = {(mig_profile(m, profile), gpu.model_slices(m)) for m in owners}
+    return owners[0] if owners and len(alike) == 1 else None
 
 
 def mig_profile(model: str, name: str) -> gpu.MigProfile | None:

@@ -181,10 +181,12 @@ def _kai_ask(target: PodTarget, context: MutationContext) -> tuple[int, int | No
     found = kai_rules.problem(annotations, (c for _, c in target.containers()))
     if found is not None:
         raise AdmissionDenied(f"{target.describe()}: {found} (KAI's own check)")
-    devices = int(annotations.get(gpu.KAI_NUM_DEVICES, "1"))
+    devices = int(str(annotations.get(gpu.KAI_NUM_DEVICES, "1")))
     if gpu.KAI_MEMORY in annotations:
-        return devices, int(annotations[gpu.KAI_MEMORY]), None
-    fraction = kai_rules.parse_go_float(annotations[gpu.KAI_FRACTION]) or 0.0
+        return devices, int(str(annotations[gpu.KAI_MEMORY])), None
+    fraction = kai_rules.parse_go_float(str(annotations[gpu.KAI_FRACTION])) or 0.0
+    if math.isnan(fraction):  # KAI's check lets NaN through (it compares false both ways)
+        raise AdmissionDenied(f"{target.describe()}: {gpu.KAI_FRACTION} is not a number")
     percent = max(1, min(100, math.ceil(fraction * 100)))
     model = context.policy.sharing.gpu_model
     memory = math.ceil(gpu.model_memory_mib(model) * fraction) if model else None

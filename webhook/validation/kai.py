@@ -24,9 +24,9 @@ _GO_HEX = re.compile(r"^[+-]?0[xX]([0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[p
 
 def problem(annotations: Mapping[str, str], containers: Iterable[Mapping[str, Any]]) -> str | None:
     """KAI's error for the pod, or None; `containers`: app and init containers."""
-    fraction = annotations.get(gpu.KAI_FRACTION)
-    memory = annotations.get(gpu.KAI_MEMORY)
-    count = annotations.get(gpu.KAI_NUM_DEVICES)
+    fraction, memory, count = (
+        _text(annotations.get(key)) for key in (gpu.KAI_FRACTION, gpu.KAI_MEMORY, gpu.KAI_NUM_DEVICES)
+    )
     whole = _first_gpu_limit(containers)
     fractional = fraction is not None or memory is not None
     if not fractional and annotations.get(MPS) == "true":
@@ -44,6 +44,11 @@ def problem(annotations: Mapping[str, str], containers: Iterable[Mapping[str, An
     if count is not None and not _positive_uint(count):
         return "fraction count annotation value must be a positive integer greater than 0"
     return None
+
+
+def _text(value: object) -> str | None:
+    """Annotations are strings; anything else (never past the API server) is read as its text."""
+    return None if value is None else value if isinstance(value, str) else str(value)
 
 
 def _first_gpu_limit(containers: Iterable[Mapping[str, Any]]) -> bool:

@@ -26,7 +26,7 @@ def _write_yaml(path: Path, *documents: object) -> Path:
     return path
 
 
-def _pod(name: str, namespace: str, memory: str | None = None) -> dict[str, object]:
+def _pod(name: str, namespace: str, memory: str | None = None) -> dict[str, Any]:
     annotations = {"gpuwebhook.io/gpu-memory": memory} if memory else {}
     return {
         "apiVersion": "v1",
@@ -220,7 +220,7 @@ def test_review_denies_a_malformed_pod_as_the_server_does(
 
 def _kai_pod_with_gpu_init(tmp_path: Path) -> Path:
     pod = _pod("train", "example-kai")
-    pod["spec"]["initContainers"] = [{"name": "fetch", "image": "x"}]  # type: ignore[index]
+    pod["spec"]["initContainers"] = [{"name": "fetch", "image": "x"}]
     return _write_yaml(tmp_path / "pod.yaml", pod)
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from tests.support.policies import sharing_policy
 from tests.support.schema import assert_valid
+from webhook.errors import AdmissionDenied
 from webhook.mutation.engine import mutate_object
 
 POLICY = sharing_policy(
@@ -72,3 +73,13 @@ def test_clusters_before_1_29_get_a_regular_container(version: tuple[int, int] |
     assert ("gpuwebhook-checkpoint" in _names(init)) is native
     assert ("gpuwebhook-checkpoint" in _names(app)) is not native
     assert any("native sidecars need 1.29" in w for w in result.warnings) is not native
+
+
+def test_a_jobs_pod_before_1_29_is_refused_rather_than_never_completing() -> None:
+    obj = _pod()
+    obj["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u"}]
+    with pytest.raises(AdmissionDenied, match="no native sidecars"):
+        mutate_object(obj, POLICY, kubernetes_version=(1, 28))
+    assert mutate_object(obj, POLICY, kubernetes_version=(1, 29)).object["spec"]["initContainers"][1][
+        "name"
+    ] == ("gpuwebhook-checkpoint")

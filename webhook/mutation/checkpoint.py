@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from webhook import gpu, kubeversion
+from webhook.errors import AdmissionDenied
 from webhook.mutation import resources
 from webhook.mutation.context import MutationContext
 from webhook.mutation.sharing import KAI_CONTAINER
@@ -26,7 +27,7 @@ def checkpoint(target: PodTarget, context: MutationContext) -> bool:
     config = context.policy.checkpoint
     if config is None:
         return False
-    native = config.native_sidecar and _native_supported(context)
+    native = config.native_sidecar and _native_supported(target, context)
     changed = _volume(target, config)
     changed |= _sidecar(target, config, native)
     for container in _gpu_containers(target, context):
@@ -36,16 +37,31 @@ def checkpoint(target: PodTarget, context: MutationContext) -> bool:
     return changed
 
 
-def _native_supported(context: MutationContext) -> bool:
+def _native_supported(target: PodTarget, context: MutationContext) -> bool:
     version = context.kubernetes_version
     if kubeversion.has_native_sidecars(version):
         return True
     assert version is not None
+    if _runs_to_completion(target):
+        # A regular agent container never exits, so the Job's pod would never complete.
+        raise AdmissionDenied(
+            f"{target.describe()} runs to completion, but Kubernetes {kubeversion.show(version)} has no "
+            "native sidecars (1.29): a checkpoint agent would keep it running forever; use a policy "
+            "without checkpoint here, or upgrade the cluster"
+        )
     context.warn(
         f"Kubernetes {kubeversion.show(version)} drops restartPolicy from init containers (native "
         "sidecars need 1.29): the checkpoint agent runs as a regular container instead"
     )
     return False
+
+
+def _runs_to_completion(target: PodTarget) -> bool:
+    """A Job's pod (or a Job or CronJob template): its containers are meant to exit."""
+    if target.kind in ("Job", "CronJob"):
+        return True
+    owners = target.metadata.get("ownerReferences") or []
+    return any(isinstance(o, dict) and o.get("kind") == "Job" for o in owners)
 
 
 def _volume(target: PodTarget, config: Checkpoint) -> bool:

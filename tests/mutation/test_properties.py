@@ -15,12 +15,21 @@ import jsonpatch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.policies import example_policies
+from tests.support.policies import example_policies, sharing_policy
 from tests.support.schema import assert_valid
 from webhook.errors import AdmissionDenied
 from webhook.mutation.engine import mutate_object
 
-POLICIES = example_policies().sharing
+POLICIES = (
+    *example_policies().sharing,
+    # The MIG variants and device-plugin limits the examples do not show.
+    sharing_policy(
+        "sharing: {mode: mig, gpuModel: A30-24GB, migStrategy: single, defaultMemory: 5Gi}", "single"
+    ),
+    sharing_policy("sharing: {mode: mig, gpuModel: GH200-96GB, multiGpu: slices}", "slices"),
+    sharing_policy("sharing: {mode: timeslice, failRequestsGreaterThanOne: true}", "strict-timeslice"),
+)
+HAMI = ["nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores"]
 TOLERATIONS = [
     {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
     {"key": "nvidia.com/gpu", "operator": "Exists"},
@@ -53,6 +62,8 @@ def containers(draw: st.DrawFn, prefix: str, maximum: int) -> list[dict[str, Any
         if draw(st.booleans()):
             count = draw(GPU_COUNTS)
             resources["limits"] = {"nvidia.com/gpu": count, "memory": "1Gi"}
+            if draw(st.booleans()):  # left by a pod written for hami-scheduler
+                resources["limits"][draw(st.sampled_from(HAMI))] = draw(st.sampled_from(["20", "6000"]))
             if draw(st.booleans()):
                 resources["requests"] = {"nvidia.com/gpu": count, "cpu": "500m"}
         if resources:
@@ -76,6 +87,8 @@ def pods(draw: st.DrawFn) -> dict[str, Any]:
         annotations["gpuwebhook.io/gpu-cores"] = draw(st.sampled_from(["10", "25", "50", "100"]))
     if draw(st.booleans()):
         annotations["gpuwebhook.io/sharing"] = "exclusive"
+    if draw(st.integers(0, 3)) == 0:  # left by a pod written for kai-scheduler
+        annotations["gpu-fraction"] = draw(st.sampled_from(["0.5", "500m"]))
     spec: dict[str, Any] = {"containers": draw(containers("app", 3))}
     init = draw(containers("init", 2))
     if init:

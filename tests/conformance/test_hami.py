@@ -120,7 +120,14 @@ def test_exclusive_drops_them_a_whole_gpu_holds_the_ask() -> None:
     assert _limits(result.object) == {"nvidia.com/gpu": "1"}
 
 
-def test_hami_scheduler_pods_keep_them() -> None:
-    policy = sharing_policy("sharing: {mode: mig, gpuModel: A100-80GB, defaultMemory: 5Gi}")
+def test_hami_scheduler_pods_keep_them_where_nothing_rewrites_their_gpus() -> None:
+    policy = sharing_policy("sharing: {mode: exclusive}")
     obj = _pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4000"}, schedulerName="hami-scheduler")
     assert "nvidia.com/gpumem" in _limits(mutate_object(obj, policy).object)
+
+
+def test_a_rewrite_never_leaves_them_even_under_hami_scheduler() -> None:
+    """N:398-411: HAMi would read gpumem beside a MIG slice as a new whole-GPU ask."""
+    policy = sharing_policy("sharing: {mode: mig, gpuModel: A100-80GB, defaultMemory: 5Gi}")
+    obj = _pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4000"}, schedulerName="hami-scheduler")
+    assert _limits(mutate_object(obj, policy).object) == {"nvidia.com/mig-1g.10gb": "1"}

@@ -36,7 +36,7 @@ TRANSLATED_MODES = ("mig", "kai")
 
 
 def hami_leftovers(target: PodTarget, context: MutationContext) -> bool:
-    if context.mode == "hami" or final_scheduler(target, context) == gpu.HAMI_SCHEDULER:
+    if _owned_by(target, context, "hami", gpu.HAMI_SCHEDULER):
         return False
     found = [(c, _hami_asks(target, c)) for _, c in target.containers()]
     found = [(c, asks) for c, asks in found if asks]
@@ -59,6 +59,15 @@ def hami_leftovers(target: PodTarget, context: MutationContext) -> bool:
     else:
         context.warn(f"{names} dropped: only hami-scheduler reads them, and a whole GPU holds the ask")
     return True
+
+
+def _owned_by(target: PodTarget, context: MutationContext, mode: str, scheduler: str) -> bool:
+    """Whether the requests belong where they are: the policy's own mode, or an exclusive policy
+    (which rewrites nothing) on a pod that keeps that scheduler. Any other mode rewrites the
+    pod's GPUs, so another scheduler's requests could no longer mean what they asked."""
+    if context.mode == mode:
+        return True
+    return context.mode == "exclusive" and final_scheduler(target, context) == scheduler
 
 
 def final_scheduler(target: PodTarget, context: MutationContext) -> str | None:
@@ -137,7 +146,7 @@ def kai_leftovers(target: PodTarget, context: MutationContext) -> bool:
     pkg/binder/common/gpu_access.go GetFractionContainerRef) asks for the devices instead, and
     the memory becomes the mode's memory ask, as for HAMi's resources."""
     annotations = target.annotations
-    if context.mode == "kai" or final_scheduler(target, context) == gpu.KAI_SCHEDULER:
+    if _owned_by(target, context, "kai", gpu.KAI_SCHEDULER):
         return False
     if gpu.KAI_FRACTION not in annotations and gpu.KAI_MEMORY not in annotations:
         return False

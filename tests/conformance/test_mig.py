@@ -11,13 +11,21 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+import orjson
 import pytest
 
 from tests.support.policies import compile_problems, sharing_policy
+from tests.support.reviews import make_review
 from webhook import gpu
+from webhook.admission import parse_review
 from webhook.errors import AdmissionDenied
+from webhook.inventory import Inventory, cache_from
 from webhook.mutation.engine import mutate_object
+from webhook.policy.loader import compile_documents
+from webhook.policy.source import parse_documents
 from webhook.quota.demand import QuotaInputError, QuotaSettings, pod_demand, pod_shape, shape_demand
+from webhook.quota.gate import LocalGate
+from webhook.review import ReviewDeps, review
 
 REAL_MIB = [
     # (pin, model, profile, MiB)
@@ -331,3 +339,46 @@ def test_a_pinning_that_leaves_any_term_open_counts_whole_gpus() -> None:
     required = admitted["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     required["nodeSelectorTerms"].append({"matchExpressions": [{"key": "zone", "operator": "Exists"}]})
     assert pod_demand(admitted).gpus == 1
+
+
+MEDIA_QUOTA = """apiVersion: gpuwebhook.io/v1alpha1
+kind: GPUQuota
+metadata: {name: team}
+spec:
+  match: {namespaces: [team]}
+  limits: {gpus: 1, resources: {nvidia.com/mig-1g.10gb.me: 1}}
+  enforcementAction: deny
+"""
+
+
+def _quota_review(resource: str, count: str) -> Any:
+    compiled, problems = compile_documents(parse_documents(MEDIA_QUOTA, "q.yaml"))
+    assert not problems
+    deps = ReviewDeps(policies=compiled, quota_gate=LocalGate(cache_from(Inventory("test"))))
+    obj = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "team"},
+        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": {resource: count}}}]},
+    }
+    return review(parse_review(orjson.dumps(make_review(obj))), "validate", deps)
+
+
+@pytest.mark.parametrize(
+    ("resource", "count", "allowed"),
+    [
+        ("nvidia.com/mig-1g.10gb.me", "1", True),
+        ("nvidia.com/mig-1g.10gb.me", "2", False),  # its own limit
+        ("nvidia.com/mig-1g.24gb-me", "8", False),  # 8 x 1/7 GPU is more than 1
+        ("nvidia.com/mig-1g.24gb-me", "7", True),
+    ],
+)
+def test_quota_limits_media_extension_slices(resource: str, count: str, allowed: bool) -> None:
+    assert _quota_review(resource, count).allowed is allowed
+
+
+def test_a_quota_on_a_mig_name_nobody_advertises_is_refused() -> None:
+    _, problems = compile_documents(
+        parse_documents(MEDIA_QUOTA.replace("mig-1g.10gb.me", "mig-1g.10gb.xx"), "q.yaml")
+    )
+    assert any("not a MIG profile" in str(p) for p in problems)

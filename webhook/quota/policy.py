@@ -232,6 +232,10 @@ class _Parser:
             if not isinstance(name, str) or not _RESOURCE.fullmatch(name):
                 self.problem(where, f"{_show(name)} is not an extended resource name like nvidia.com/gpu")
                 continue
+            if gpu.is_mig_resource(name) and gpu.parse_mig_resource(name) is None:
+                # The device plugin never advertises it (k8s-device-plugin internal/rm/rm.go).
+                self.problem(where, f"{name} is not a MIG profile the device plugin advertises")
+                continue
             amount = self.amount(raw, where)
             if amount is not None and amount.denominator != 1:
                 self.problem(where, f"must be a whole number of devices, got {_show(raw)}")

@@ -152,6 +152,7 @@ def test_renaming_modes_leave_no_whole_gpu_behind(pod: dict[str, Any], policy: A
                 gpus = section.get("nvidia.com/gpu")
                 # MIG's default multiGpu rule keeps a multi-GPU container's whole GPUs
                 kept = policy.sharing.mode == "mig" and gpus not in (None, "0", "1")
+                kept |= policy.sharing.mig_strategy == "single"  # there a slice is nvidia.com/gpu
                 assert opted_out or kept or gpus in (None, "0"), (policy.name, container)
 
 

@@ -146,7 +146,9 @@ def kai_leftovers(target: PodTarget, context: MutationContext) -> bool:
     pkg/binder/common/gpu_access.go GetFractionContainerRef) asks for the devices instead, and
     the memory becomes the mode's memory ask, as for HAMi's resources."""
     annotations = target.annotations
-    if _owned_by(target, context, "kai", gpu.KAI_SCHEDULER):
+    if context.mode == "kai" or final_scheduler(target, context) == gpu.KAI_SCHEDULER:
+        # A pod that keeps kai-scheduler asks KAI on purpose: /validate refuses its fraction
+        # where the policy shares GPUs another way (gpu-builtin/sharing-enforced).
         return False
     if gpu.KAI_FRACTION not in annotations and gpu.KAI_MEMORY not in annotations:
         return False

@@ -33,6 +33,10 @@ class Sharing:
     # The device plugin's failRequestsGreaterThanOne: true by default for MPS, false for time-slicing.
     fail_requests_greater_than_one: bool = False
     set_gpu_type: bool = False  # HAMi: nvidia.com/use-gputype from gpuModel
+    # Caps on what one pod may take where GPUs are shared, so that nobody gets a whole card by
+    # asking for its memory: GPUs per pod, and memory per GPU (MiB).
+    max_gpus_per_pod: int | None = None
+    max_memory_mib: int | None = None
 
 
 @dataclass(frozen=True)

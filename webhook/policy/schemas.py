@@ -80,6 +80,8 @@ SHARING = _object(
         "multiGpu": {"enum": list(MULTI_GPU_RULES)},
         "failRequestsGreaterThanOne": {"type": "boolean"},
         "setGpuType": {"type": "boolean"},
+        "maxGpusPerPod": {"type": "integer", "minimum": 1},
+        "maxMemory": QUANTITY,
     },
     ("mode",),
 )

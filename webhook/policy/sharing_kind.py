@@ -25,6 +25,7 @@ _QUALIFIED = re.compile(
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 MODES_WITH_MEMORY = ("mig", "hami", "kai")
 SHARED_MODES = ("timeslice", "mps")
+SHARING_MODES_ONLY = ("timeslice", "mps", "mig", "hami", "kai")  # every mode but exclusive
 HOSTNAME = "kubernetes.io/hostname"
 SPEC: Path = ("spec",)
 
@@ -146,6 +147,8 @@ def _sharing(checker: _Checker, raw: Mapping[str, Any], path: Path) -> Sharing:
     _only_in(checker, raw, path, "migStrategy", ("mig",))
     _only_in(checker, raw, path, "multiGpu", ("mig",))
     _only_in(checker, raw, path, "setGpuType", ("hami",))
+    _only_in(checker, raw, path, "maxGpusPerPod", SHARING_MODES_ONLY)
+    _only_in(checker, raw, path, "maxMemory", SHARING_MODES_ONLY)
     resource = raw.get("resourceName", gpu.SHARED_GPU if mode in SHARED_MODES else None)
     if resource is not None:
         # k8s-device-plugin api/config/v1/replicas.go disableResoureRenaming: any `rename` is
@@ -190,7 +193,21 @@ def _sharing(checker: _Checker, raw: Mapping[str, Any], path: Path) -> Sharing:
         multi_gpu=raw.get("multiGpu", "wholeGpus"),
         fail_requests_greater_than_one=raw.get("failRequestsGreaterThanOne", mode == "mps"),
         set_gpu_type=raw.get("setGpuType", False),
+        max_gpus_per_pod=raw.get("maxGpusPerPod"),
+        max_memory_mib=_max_memory(checker, raw, path, memory),
     )
+
+
+def _max_memory(checker: _Checker, raw: Mapping[str, Any], path: Path, default: int | None) -> int | None:
+    if "maxMemory" not in raw:
+        return None
+    where = (*path, "maxMemory")
+    mib = checker.parsed(where, lambda: quantity.parse_mib(raw["maxMemory"], "maxMemory"))
+    if mib is not None and default is not None:
+        checker.check(
+            where, default <= mib, "is less than defaultMemory: pods that state no memory would be denied"
+        )
+    return mib
 
 
 def _only_in(checker: _Checker, raw: Mapping[str, Any], path: Path, key: str, modes: tuple[str, ...]) -> None:

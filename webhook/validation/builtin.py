@@ -18,6 +18,7 @@ from webhook.mutation.sharing import REWRITES, gpu_containers
 from webhook.mutation.target import PodTarget
 from webhook.policy.model import SharingPolicy
 from webhook.validation import kai
+from webhook.validation.limits import sharing_limits
 
 QUANTITIES = "gpu-builtin/quantities"
 KAI_RULES = "gpu-builtin/kai"
@@ -32,7 +33,18 @@ def check(target: PodTarget, policy: SharingPolicy | None, shared_names: tuple[s
         findings += _sharing_enforced(target, policy, shared_names)
         findings += _device_plugin_limits(target, policy)
         findings += _kai_queue(target, policy)
+        findings += _limits(target, policy)
     return findings
+
+
+def _limits(target: PodTarget, policy: SharingPolicy) -> list[Finding]:
+    if policy.sharing.max_gpus_per_pod is None and policy.sharing.max_memory_mib is None:
+        return []
+    try:
+        needs = read_needs(target)
+    except AdmissionDenied:
+        return []  # _sharing_enforced has said so
+    return sharing_limits(target, policy, needs)
 
 
 def _device_plugin_limits(target: PodTarget, policy: SharingPolicy) -> list[Finding]:

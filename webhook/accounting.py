@@ -18,8 +18,11 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from webhook.dra.devices import ClaimError, claim_asks
+from webhook.dra.index import EMPTY, GROUP, DraIndex
+from webhook.dra.resolve import ClaimShape
 from webhook.mutation.target import pod_target
-from webhook.quota.demand import DEFAULT_SETTINGS, QuotaInputError, pod_shape, shape_demand
+from webhook.quota.demand import DEFAULT_SETTINGS, QuotaInputError, claim_demand, pod_shape, shape_demand
 from webhook.types import KubeObject
 
 
@@ -38,12 +41,14 @@ class GpuCount:
 
 
 NO_GPUS = GpuCount()
+CLAIM_KINDS = frozenset({"ResourceClaim", "ResourceClaimTemplate"})
 
 
-def count_gpus(pod: KubeObject) -> GpuCount:
-    """The devices of a pod-shaped object (a Pod, or a workload's pod template)."""
+def count_gpus(pod: KubeObject, dra: DraIndex | None = None, namespace: str = "") -> GpuCount:
+    """The devices of a pod-shaped object (a Pod, or a workload's pod template); with `dra`, its
+    resource claims too, resolved in `namespace`."""
     try:
-        shape = pod_shape(pod)
+        shape = pod_shape(pod, dra, namespace)
     except QuotaInputError as e:
         return GpuCount(error=str(e))
     if shape is None:
@@ -60,7 +65,47 @@ def _whole(amount: Fraction) -> int:
     return int(-(-amount.numerator // amount.denominator))
 
 
-def count_object(obj: object) -> GpuCount:
-    """The devices of any reviewed object: a Pod, a workload's template, or no pod at all."""
-    target = pod_target(obj) if isinstance(obj, dict) else None
-    return NO_GPUS if target is None else count_gpus(target.pod)
+def count_object(obj: object, dra: DraIndex | None = None, namespace: str = "") -> GpuCount:
+    """The devices of any reviewed object: a Pod, a workload's template, a ResourceClaim or
+    ResourceClaimTemplate (the devices one pod holding it gets), or no pod at all."""
+    if not isinstance(obj, dict):
+        return NO_GPUS
+    if obj.get("kind") in CLAIM_KINDS and str(obj.get("apiVersion", "")).startswith(GROUP + "/"):
+        return count_claim(obj, dra or EMPTY)
+    target = pod_target(obj)
+    return NO_GPUS if target is None else count_gpus(target.pod, dra, namespace)
+
+
+def needs_dra(obj: object, dra: DraIndex) -> bool:
+    """True when counting `obj` may depend on DRA objects: it is a claim, holds claims, or some
+    DeviceClass serves an extended resource. Other objects count the same without a snapshot."""
+    if not isinstance(obj, dict):
+        return False
+    if obj.get("kind") in CLAIM_KINDS or dra.backed:
+        return True
+    target = pod_target(obj)
+    spec = target.pod.get("spec") if target is not None else None
+    return isinstance(spec, dict) and bool(spec.get("resourceClaims"))
+
+
+def count_claim(obj: KubeObject, dra: DraIndex) -> GpuCount:
+    """A ResourceClaim's or ResourceClaimTemplate's own GPU devices, counted as a pod's claim is."""
+    try:
+        asks = claim_asks(claim_devices(obj), dra.classes, dra.gpu_classes)
+    except ClaimError as e:
+        return GpuCount(error=str(e))
+    if any(a.all_devices for a in asks):
+        return GpuCount(error="a request takes every matching device of a node (allocationMode All)")
+    usage = claim_demand(ClaimShape("", "", asks), DEFAULT_SETTINGS)
+    return GpuCount(
+        devices=_whole(usage.devices),
+        resources={name: _whole(amount) for name, amount in sorted(usage.resources.items())},
+    )
+
+
+def claim_devices(obj: KubeObject) -> object:
+    """`spec.devices` of a ResourceClaim, `spec.spec.devices` of a ResourceClaimTemplate."""
+    spec = obj.get("spec")
+    if obj.get("kind") == "ResourceClaimTemplate":
+        spec = spec.get("spec") if isinstance(spec, dict) else None
+    return spec.get("devices") if isinstance(spec, dict) else None

@@ -19,13 +19,17 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from webhook.dra.devices import DEFAULT_GPU_CLASSES
+from webhook.dra.index import DRA_KINDS, DraIndex, build_index
+from webhook.dra.resolve import ClaimShape
 from webhook.quota.demand import (
     PodShape,
     QuotaInputError,
     QuotaSettings,
+    claim_demand,
     is_finished,
     pod_shape,
     shape_demand,
@@ -74,8 +78,14 @@ class ClusterCache:
         *,
         reservation_ttl: float = DEFAULT_RESERVATION_TTL,
         clock: Callable[[], float] = time.monotonic,
+        gpu_classes: tuple[str, ...] = DEFAULT_GPU_CLASSES,
     ) -> None:
         self.reservation_ttl = reservation_ttl
+        self.gpu_classes = gpu_classes
+        # DRA objects by kind and namespace/name; the index over them is rebuilt and swapped whole.
+        self._dra_objects: dict[str, dict[str, KubeObject]] = {kind: {} for kind in DRA_KINDS}
+        self._dra = build_index({}, gpu_classes, synced=False)
+        self._dra_lenient = self._dra
         self._clock = clock
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
@@ -92,6 +102,13 @@ class ClusterCache:
 
     def replace(self, kind: str, objects: Iterable[KubeObject]) -> None:
         """A full list: the new truth for `kind`, swapped in whole; marks the kind synced."""
+        if kind in DRA_KINDS:
+            fresh = {_object_key(obj): obj for obj in objects if _name(obj)}
+            with self._changed:
+                self._dra_objects[kind] = fresh
+                self._confirm(kind)
+                self._reindex_dra()
+            return
         if kind == NAMESPACES:
             fresh = dict(_namespace_entry(obj) for obj in objects if _name(obj))
             with self._changed:
@@ -115,6 +132,16 @@ class ClusterCache:
 
     def apply(self, kind: str, event_type: str, obj: KubeObject) -> None:
         """One watch event (ADDED, MODIFIED or DELETED)."""
+        if kind in DRA_KINDS:
+            with self._changed:
+                objects = self._dra_objects[kind]
+                if event_type == DELETED:
+                    objects.pop(_object_key(obj), None)
+                elif _name(obj):
+                    objects[_object_key(obj)] = obj
+                self._confirm(kind)
+                self._reindex_dra()
+            return
         if kind == NAMESPACES:
             with self._changed:
                 name, labels = _namespace_entry(obj)
@@ -150,10 +177,14 @@ class ClusterCache:
                 self._live.discard(kind)
             self._confirm(kind)
 
-    def mark_static(self) -> None:
-        """No cluster: what was loaded (possibly nothing) is the whole truth, and never stale."""
+    def mark_static(self, *, dra: bool = True) -> None:
+        """No cluster: what was loaded (possibly nothing) is the whole truth, and never stale;
+        `dra` False: nothing is known of DRA objects, so a claim not found is no fact."""
         with self._changed:
             self._synced.update(KINDS)
+            if dra:
+                self._synced.update(DRA_KINDS)
+            self._reindex_dra()
             self._fresh_at.clear()
             self._changed.notify_all()
 
@@ -187,6 +218,22 @@ class ClusterCache:
             if own is not None:
                 shapes[own.shape] -= 1
         return _demand(((shape, n) for shape, n in shapes.items() if n > 0), settings)
+
+    def claims_in_use(self, namespace: str) -> frozenset[str]:
+        """Shared ResourceClaims that watched pods or reservations of the namespace already hold."""
+        with self._lock:
+            shapes = set(self._index.counts.get(namespace, Counter()))
+            shapes.update(self._reserved.counts(namespace, self._clock()))
+        return frozenset(claim.key for shape in shapes for claim in shape.shared_claims())
+
+    def dra(self) -> DraIndex:
+        """The current DRA snapshot (immutable; swapped whole on every change)."""
+        return self._dra
+
+    @property
+    def dra_synced(self) -> bool:
+        with self._lock:
+            return self._synced.issuperset(DRA_KINDS)
 
     def pod_usage(self, namespace: str, settings: QuotaSettings) -> Usage:
         """Watched pods only: strict mode takes admissions in flight from the shared ledger."""
@@ -241,7 +288,9 @@ class ClusterCache:
         key = f"{meta['namespace']}/{meta['name']}"
         uid = meta.get("uid") if isinstance(meta.get("uid"), str) else ""
         try:
-            shape = pod_shape(pod)
+            # A claim not seen yet is left out rather than making the pod unreadable: the watch
+            # may show a pod before its claim.
+            shape = pod_shape(pod, self._dra_lenient, meta["namespace"])
         except QuotaInputError as e:
             self._unreadable += 1
             log.warning("pod not counted", extra={"pod": key, "reason": str(e)})
@@ -281,6 +330,15 @@ class ClusterCache:
             found is not None and uid in ("", found[1])
             for found in (self._index.pods.get(key), self._gone.get(key))
         )
+
+    def _reindex_dra(self) -> None:
+        synced = self._synced.issuperset(DRA_KINDS)
+        self._dra = build_index(
+            {kind: list(objects.values()) for kind, objects in self._dra_objects.items()},
+            self.gpu_classes,
+            synced=synced,
+        )
+        self._dra_lenient = replace(self._dra, synced=False)
 
     def _confirm(self, kind: str) -> None:
         self._synced.add(kind)
@@ -380,10 +438,22 @@ def _namespace_of(key: str) -> str:
 
 
 def _demand(shapes: Iterable[tuple[PodShape, int]], settings: QuotaSettings) -> Usage:
+    """Every shape times its pods, with each shared ResourceClaim counted once, however many
+    pods hold it."""
     result = NOTHING
+    shared: dict[str, ClaimShape] = {}
     for shape, count in shapes:
-        result = result + shape_demand(shape, settings).times(count)
+        result = result + shape_demand(shape.own(), settings).times(count)
+        shared.update((claim.key, claim) for claim in shape.shared_claims())
+    for claim in shared.values():
+        result = result + claim_demand(claim, settings)
     return result
+
+
+def _object_key(obj: KubeObject) -> str:
+    meta = obj.get("metadata")
+    namespace = meta.get("namespace") if isinstance(meta, dict) else None
+    return f"{namespace or ''}/{_name(obj)}"
 
 
 def _name(obj: KubeObject) -> str:

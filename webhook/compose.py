@@ -64,6 +64,7 @@ def build_service(settings: Settings) -> Service:
             placement=capacity.view(time.time()) if capacity is not None else None,
             may_block=may_block,
             kubernetes_version=version,
+            dra=cluster.cache.dra(),
         )
         return review(request, endpoint, deps)
 

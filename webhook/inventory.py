@@ -18,6 +18,7 @@ import orjson
 import yaml
 
 from webhook.cache import NAMESPACES, PODS, ClusterCache
+from webhook.dra.index import GROUP, KIND_OF
 from webhook.errors import ConfigError
 from webhook.types import KubeObject
 
@@ -30,12 +31,15 @@ CLUSTER_SCOPED = frozenset(
         "CSIDriver",
         "CSINode",
         "CustomResourceDefinition",
+        "DeviceClass",
+        "DeviceTaintRule",
         "IngressClass",
         "MutatingWebhookConfiguration",
         "Namespace",
         "Node",
         "PersistentVolume",
         "PriorityClass",
+        "ResourceSlice",
         "RuntimeClass",
         "StorageClass",
         "ValidatingAdmissionPolicy",
@@ -56,10 +60,16 @@ class Inventory:
         return [obj for obj in self.objects if obj["kind"] == kind]
 
     def feed(self, cache: ClusterCache) -> None:
-        """Make the cache hold exactly these pods and namespaces, as a synced, static state."""
+        """Make the cache hold exactly these pods, namespaces and DRA objects, as a synced, static
+        state. The DRA objects come first: pods resolve their claims against them."""
+        # Without a file nothing is known of claims: they are not counted, rather than all refused.
+        known = self is not EMPTY
+        if known:
+            for kind, dra_kind in KIND_OF.items():
+                cache.replace(dra_kind, [o for o in self.of_kind(kind) if _is_dra(o)])
         cache.replace(PODS, self.of_kind("Pod"))
         cache.replace(NAMESPACES, self.of_kind("Namespace"))
-        cache.mark_static()
+        cache.mark_static(dra=known)
 
     def gatekeeper(self) -> dict[str, Any]:
         """Gatekeeper's data.inventory layout; see gatekeeper_inventory()."""
@@ -67,6 +77,10 @@ class Inventory:
 
 
 EMPTY = Inventory("empty")
+
+
+def _is_dra(obj: KubeObject) -> bool:
+    return str(obj.get("apiVersion", "")).startswith(GROUP + "/")
 
 
 def load_inventory(path: Path) -> Inventory:

@@ -12,8 +12,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from webhook import gpu
+from webhook.accounting import CLAIM_KINDS, count_gpus
 from webhook.config import EXEMPT_NAMESPACES, Enforcement, FailureMode
 from webhook.decision import ALLOW, Decision, Finding, clamp_warnings, deny
+from webhook.dra.index import GROUP as DRA_GROUP
+from webhook.dra.index import DraIndex
 from webhook.errors import AdmissionDenied, ClusterError
 from webhook.kubeversion import Version
 from webhook.match import glob_matches
@@ -25,7 +28,7 @@ from webhook.policy.model import PolicySet, SharingPolicy
 from webhook.quota.gate import QuotaGate
 from webhook.types import AdmissionRequest, Endpoint, EnforcementAction
 from webhook.utilization.capacity import CapacityView
-from webhook.validation import builtin
+from webhook.validation import builtin, dra
 from webhook.validation.constraints import evaluate_constraints
 
 
@@ -77,6 +80,8 @@ class ReviewDeps:
     # False: raise WouldBlock, before anything is reserved, rather than run Rego (the server
     # tries reviews on its event loop first, and moves only those that need Rego to a thread).
     may_block: bool = True
+    # The cluster's ResourceClaims, templates and DeviceClasses; None: DRA claims are not counted.
+    dra: DraIndex | None = None
 
 
 @dataclass(frozen=True)
@@ -160,7 +165,7 @@ def validate(
     except ShapeError as e:
         return malformed(e)
     subject = gpu_subject(reviewed, deps)
-    findings = _builtin(subject, deps, actions)
+    findings = _builtin(subject, deps, actions) + _dra_builtin(request, reviewed, deps, actions)
     if any(f.action == "deny" for f in findings):
         return decide(findings)
     constraints = evaluate_constraints(
@@ -169,6 +174,7 @@ def validate(
         deps.gatekeeper_inventory,
         actions,
         may_block=deps.may_block,
+        dra=deps.dra,
     )
     findings += _as_enforced(constraints.findings, deps.settings.enforcement)
     if subject is None or any(f.action == "deny" for f in findings):
@@ -180,6 +186,33 @@ def validate(
             decision, audit_annotations={**decision.audit_annotations, **constraints.audit_annotations}
         )
     return decision
+
+
+def _is_claim(request: AdmissionRequest) -> bool:
+    kind = request.get("kind") or {}
+    return kind.get("group") == DRA_GROUP and kind.get("kind") in CLAIM_KINDS
+
+
+def _dra_builtin(
+    request: AdmissionRequest,
+    reviewed: tuple[PodTarget, str] | None,
+    deps: ReviewDeps,
+    actions: frozenset[EnforcementAction],
+) -> list[Finding]:
+    """Claims a pod holds must resolve; claim objects themselves are judged (validation.dra)."""
+    if "deny" not in actions:
+        return []
+    if reviewed is not None:
+        return dra.pod_findings(reviewed[0], reviewed[1], deps.dra)
+    obj = request.get("object")
+    if not _is_claim(request) or not isinstance(obj, dict) or skipped(request, deps.settings):
+        return []
+    namespace = request.get("namespace") or "default"
+    labels = {"kubernetes.io/metadata.name": namespace, **deps.namespace_labels(namespace)}
+    return dra.claim_findings(obj, namespace, labels, deps.dra or _NO_DRA)
+
+
+_NO_DRA = DraIndex()
 
 
 def _as_enforced(findings: list[Finding], enforcement: Enforcement) -> list[Finding]:
@@ -308,7 +341,7 @@ def gpu_subject(reviewed: tuple[PodTarget, str] | None, deps: ReviewDeps) -> Sub
     if reviewed is None:
         return None
     target, namespace = reviewed
-    if not is_gpu_pod(target, deps.policies.shared_names):
+    if not is_gpu_pod(target, deps.policies.shared_names, deps.dra, namespace):
         return None
     # The apiserver gives every namespace this label; inventories and caches may omit it.
     labels = {"kubernetes.io/metadata.name": namespace, **deps.namespace_labels(namespace)}
@@ -322,8 +355,22 @@ def _own_namespace(target: PodTarget) -> str | None:
     return namespace if isinstance(namespace, str) else None
 
 
-def is_gpu_pod(target: PodTarget, shared_names: tuple[str, ...]) -> bool:
+def is_gpu_pod(
+    target: PodTarget, shared_names: tuple[str, ...], dra_index: DraIndex | None = None, namespace: str = ""
+) -> bool:
+    """GPUs by resource name, KAI's annotations, or (with a DRA snapshot) claims on GPU device
+    classes and extended resources that GPU device classes serve. A claim that cannot be
+    resolved makes a GPU pod too: the rules that count then deny it."""
     annotations = target.annotations
     if gpu.KAI_FRACTION in annotations or gpu.KAI_MEMORY in annotations:
         return True
-    return any(resources.uses_gpu(c, shared_names) for _, c in target.containers())
+    if any(resources.uses_gpu(c, shared_names) for _, c in target.containers()):
+        return True
+    if dra_index is None:
+        return False
+    spec = target.pod.get("spec")
+    # Pods without claims pay nothing more unless some DeviceClass serves an extended resource.
+    if not (isinstance(spec, dict) and spec.get("resourceClaims")) and not dra_index.backed:
+        return False
+    count = count_gpus(target.pod, dra_index, namespace)
+    return count.error is not None or count.devices > 0

@@ -35,6 +35,12 @@ class PodsView:
     def usage(self, namespace: str, settings: QuotaSettings) -> Usage:
         return total(pod_demand(p, settings) for p in self.pods if p["metadata"]["namespace"] == namespace)
 
+    def dra(self) -> None:
+        return None
+
+    def claims_in_use(self, namespace: str) -> frozenset[str]:
+        return frozenset()
+
 
 def request(pod: dict[str, Any], **options: Any) -> AdmissionRequest:
     review: AdmissionRequest = make_review(pod, **options)["request"]

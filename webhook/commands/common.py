@@ -40,6 +40,7 @@ def offline_deps(
         namespace_labels=cache.namespace_labels,
         quota_gate=LookOnlyGate(LocalGate(cache)),
         kubernetes_version=kubernetes_version,
+        dra=cache.dra(),
     )
 
 

@@ -14,6 +14,7 @@ from functools import cached_property
 from typing import Any, Protocol
 
 from webhook.decision import Decision, Finding, clamp_warnings, deny
+from webhook.dra.index import DraIndex
 from webhook.quota.demand import (
     DEFAULT_SETTINGS,
     PodShape,
@@ -38,6 +39,14 @@ class QuotaView(Protocol):
 
     def usage(self, namespace: str, settings: QuotaSettings) -> Usage:
         """Demand of every unfinished pod in the namespace plus admissions in flight."""
+        ...
+
+    def dra(self) -> DraIndex | None:
+        """The DRA snapshot that resolves a pod's resource claims; None: claims are not counted."""
+        ...
+
+    def claims_in_use(self, namespace: str) -> frozenset[str]:
+        """Shared ResourceClaims (namespace/name) already counted in the namespace's usage."""
         ...
 
 
@@ -214,14 +223,16 @@ def check_quota(
         dry_run=_dry(request),
     )
     try:
-        shape = pod_shape(pod)
+        shape = pod_shape(pod, state.dra(), namespace)
     except QuotaInputError as e:
         action = max((q.action for q in matching), key=ACTION_RANK.__getitem__)
         return replace(base, error=str(e), error_action=action)
     if shape is None or is_finished(pod):
         return base
-    checks = tuple(_check(q, namespace, shape, state, settings) for q in matching)
-    demand = shape_demand(shape, settings)
+    # A shared ResourceClaim some pod of the namespace already holds is counted already.
+    counted = shape.without_claims(state.claims_in_use(namespace)) if shape.claims else shape
+    checks = tuple(_check(q, namespace, counted, state, settings) for q in matching)
+    demand = shape_demand(counted, settings)
     return replace(base, shape=shape, demand=demand, checks=_relevant(checks))
 
 

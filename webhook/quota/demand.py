@@ -19,11 +19,14 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
 from webhook import gpu, quantity
+from webhook.dra.devices import ClaimError
+from webhook.dra.index import DraIndex
+from webhook.dra.resolve import ClaimShape, pod_claims
 from webhook.quota.usage import NOTHING, ZERO, Usage
 from webhook.types import KubeObject
 
@@ -88,6 +91,29 @@ class PodShape:
     # MIG single strategy: the pod runs only where nvidia.com/gpu is a slice of this many
     # compute slices and at least this much memory (see `_single_mig_slice`).
     single_mig: tuple[int, int] | None = None
+    # DRA: the pod's GPU claims (pod-level, so outside the per-container rule), and the extended
+    # resources it asks that GPU device classes serve: (name, MIG slices or 0, MiB per device or 0).
+    claims: tuple[ClaimShape, ...] = ()
+    backed: tuple[tuple[str, int, int], ...] = ()
+
+    def without_claims(self, keys: frozenset[str]) -> PodShape:
+        """This shape minus the shared claims in `keys` (already counted in the namespace)."""
+        if not self.claims:
+            return self
+        kept = tuple(c for c in self.claims if not c.key or c.key not in keys)
+        return self if len(kept) == len(self.claims) else replace(self, claims=kept)
+
+    def own(self) -> PodShape:
+        """This shape minus every shared claim: what this pod alone adds to its namespace."""
+        if not self.claims:
+            return self
+        kept = tuple(c for c in self.claims if not c.key)
+        return self if len(kept) == len(self.claims) else replace(self, claims=kept)
+
+    def shared_claims(self) -> tuple[ClaimShape, ...]:
+        if not self.claims:
+            return ()
+        return tuple(c for c in self.claims if c.key)
 
 
 def is_finished(pod: KubeObject) -> bool:
@@ -96,8 +122,9 @@ def is_finished(pod: KubeObject) -> bool:
     return isinstance(status, dict) and status.get("phase") in FINISHED_PHASES
 
 
-def pod_shape(pod: KubeObject) -> PodShape | None:
-    """The pod's GPU-relevant requests, or None when it asks for no extended resource at all."""
+def pod_shape(pod: KubeObject, dra: DraIndex | None = None, namespace: str = "") -> PodShape | None:
+    """The pod's GPU-relevant requests, or None when it asks for no extended resource at all.
+    With `dra`, its resource claims count too (resolved in `namespace`, else the pod's own)."""
     spec = _mapping(pod.get("spec"), "spec")
     app = tuple(sorted(_amounts(c, "containers") for c in _containers(spec, "containers")))
     init = tuple(
@@ -105,9 +132,41 @@ def pod_shape(pod: KubeObject) -> PodShape | None:
         for c in _containers(spec, "initContainers")
     )
     kai = _kai_request(_mapping(_mapping(pod.get("metadata"), "metadata").get("annotations"), "annotations"))
-    if kai is None and not any(app) and not any(amounts for amounts, _ in init):
+    claims: tuple[ClaimShape, ...] = ()
+    backed: tuple[tuple[str, int, int], ...] = ()
+    if dra is not None:
+        # Pods without claims pay one dict lookup here, and nothing while no DeviceClass serves
+        # an extended resource.
+        if spec.get("resourceClaims"):
+            claims = _claims(pod, dra, namespace)
+        if dra.backed_resources():
+            backed = _backed(app, init, dra)
+    if kai is None and not claims and not any(app) and not any(amounts for amounts, _ in init):
         return None
-    return PodShape(app, init, kai, _single_mig_slice(spec))
+    return PodShape(app, init, kai, _single_mig_slice(spec), claims, backed)
+
+
+def _claims(pod: KubeObject, dra: DraIndex, namespace: str) -> tuple[ClaimShape, ...]:
+    own = _mapping(pod.get("metadata"), "metadata").get("namespace")
+    try:
+        return pod_claims(pod, namespace or (own if isinstance(own, str) and own else "default"), dra)
+    except ClaimError as e:
+        raise QuotaInputError(str(e)) from e
+
+
+def _backed(
+    app: tuple[Amounts, ...], init: tuple[tuple[Amounts, bool], ...], dra: DraIndex
+) -> tuple[tuple[str, int, int], ...]:
+    """Extended resources of the pod that a GPU DeviceClass serves and that no other rule counts."""
+    served = dra.backed_resources()
+    names = {name for amounts in (*app, *(a for a, _ in init)) for name, _ in amounts}
+    found = []
+    for name in sorted(names & served.keys()):
+        if name == gpu.GPU or gpu.parse_mig_resource(name) is not None:
+            continue  # already counted by name
+        profile = served[name].profile
+        found.append((name, profile.slices if profile else 0, profile.memory_mib if profile else 0))
+    return tuple(found)
 
 
 def pod_demand(pod: KubeObject, settings: QuotaSettings = DEFAULT_SETTINGS) -> Usage:
@@ -120,11 +179,11 @@ def pod_demand(pod: KubeObject, settings: QuotaSettings = DEFAULT_SETTINGS) -> U
 
 @functools.lru_cache(maxsize=4096)
 def shape_demand(shape: PodShape, settings: QuotaSettings) -> Usage:
-    app = _sum(_container_vector(a, settings, shape.single_mig) for a in shape.app)
+    app = _sum(_container_vector(a, settings, shape.single_mig, shape.backed) for a in shape.app)
     sidecars: _Vector = {}
     init_peak: _Vector = {}
     for amounts, sidecar in shape.init:
-        vector = _container_vector(amounts, settings, shape.single_mig)
+        vector = _container_vector(amounts, settings, shape.single_mig, shape.backed)
         if sidecar:
             app = _sum((app, vector))
             sidecars = _sum((sidecars, vector))
@@ -135,7 +194,39 @@ def shape_demand(shape: PodShape, settings: QuotaSettings) -> Usage:
     effective = _max(app, init_peak)
     if shape.kai is not None:
         effective = _sum((effective, _kai_vector(shape.kai, settings)))
+    for claim in shape.claims:
+        effective = _sum((effective, _claim_vector(claim, settings)))
     return _collapse(effective)
+
+
+def claim_demand(claim: ClaimShape, settings: QuotaSettings) -> Usage:
+    """What one claim takes, on its own: a shared claim is added once per namespace."""
+    return _collapse(_claim_vector(claim, settings))
+
+
+def device_class_resource(device_class: str) -> str:
+    """The per-class count, named as Kubernetes' own ResourceQuota names DRA devices."""
+    return f"{device_class}.deviceclass.resource.k8s.io/devices"
+
+
+def _claim_vector(claim: ClaimShape, settings: QuotaSettings) -> _Vector:
+    vector: _Vector = {}
+    for ask in claim.asks:
+        key = device_class_resource(ask.device_class)
+        if ask.profile is not None:
+            gpus = Fraction(ask.count * ask.profile.slices, settings.mig_slices_per_gpu)
+        else:
+            gpus = ask.count * settings.whole_gpu_weight
+        memory = ask.memory_mib or (settings.card_memory_mib if ask.profile is None else 0) or 0
+        part: _Vector = {
+            (_COUNT, key): Fraction(ask.count),
+            (_GPUS, key): gpus,
+            (_DEVICES, key): Fraction(ask.count),
+        }
+        if memory:
+            part[(_MEMORY, key)] = Fraction(ask.count * memory)
+        vector = _sum((vector, part))
+    return vector
 
 
 # A container's demand broken down by (dimension, resource name), so that the
@@ -152,7 +243,10 @@ _SINGLE_KEYS = frozenset({_STRATEGY, _SLICES, _MEMORY_LABEL})
 
 
 def _container_vector(
-    amounts: Amounts, settings: QuotaSettings, single_mig: tuple[int, int] | None = None
+    amounts: Amounts,
+    settings: QuotaSettings,
+    single_mig: tuple[int, int] | None = None,
+    backed: tuple[tuple[str, int, int], ...] = (),
 ) -> _Vector:
     by_name = dict(amounts)
     vector: _Vector = {(_COUNT, name): Fraction(count) for name, count in amounts}
@@ -168,6 +262,9 @@ def _container_vector(
             _add_slices(vector, name, count, (profile.slices, profile.memory_mib), settings)
         elif name != gpu.GPU and settings.replicas(name):
             _add_share_or_whole(vector, name, count, settings)
+    for name, slices, memory in backed:
+        if by_name.get(name):
+            _add_backed(vector, name, by_name[name], slices, memory, settings)
     return vector
 
 
@@ -217,6 +314,20 @@ def _one_number(values: object) -> bool:
     return (
         isinstance(values, list) and len(values) == 1 and isinstance(values[0], str) and values[0].isdigit()
     )
+
+
+def _add_backed(
+    vector: _Vector, name: str, count: int, slices: int, memory: int, settings: QuotaSettings
+) -> None:
+    """An extended resource a GPU DeviceClass serves: whole devices, or MIG slices of its profile."""
+    if slices:
+        vector[(_GPUS, name)] = Fraction(count * slices, settings.mig_slices_per_gpu)
+    else:
+        vector[(_GPUS, name)] = count * settings.whole_gpu_weight
+    vector[(_DEVICES, name)] = Fraction(count)
+    per_device = memory or (settings.card_memory_mib if not slices else 0) or 0
+    if per_device:
+        vector[(_MEMORY, name)] = Fraction(count * per_device)
 
 
 def _add_share_or_whole(vector: _Vector, name: str, count: int, settings: QuotaSettings) -> None:

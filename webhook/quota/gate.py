@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from webhook.cache import ClusterCache
+from webhook.dra.index import DraIndex
 from webhook.quota.check import QuotaOutcome, check_quota, request_pod_key
 from webhook.quota.demand import DEFAULT_SETTINGS, QuotaSettings
 from webhook.quota.policy import GPUQuota
@@ -105,3 +106,9 @@ class _WithoutOwnReservation:
 
     def usage(self, namespace: str, settings: QuotaSettings) -> Usage:
         return self.cache.usage(namespace, settings, excluding=self.key)
+
+    def dra(self) -> DraIndex | None:
+        return self.cache.dra()
+
+    def claims_in_use(self, namespace: str) -> frozenset[str]:
+        return self.cache.claims_in_use(namespace)

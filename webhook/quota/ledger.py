@@ -34,6 +34,7 @@ from typing import Any, Protocol
 import orjson
 
 from webhook.cache import ClusterCache
+from webhook.dra.index import DraIndex
 from webhook.errors import ClusterError, Conflict
 from webhook.quota.check import QuotaOutcome, check_quota, request_pod_key
 from webhook.quota.demand import DEFAULT_SETTINGS, KaiRequest, PodShape, QuotaSettings, shape_demand
@@ -92,6 +93,14 @@ class LedgerView:
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str]:
         return self.cache.namespace_labels(namespace)
+
+    def dra(self) -> DraIndex | None:
+        return self.cache.dra()
+
+    def claims_in_use(self, namespace: str) -> frozenset[str]:
+        # Watched pods only: ledger entries do not record claims yet, so a shared claim in flight
+        # on another replica may count twice until the watch shows its pod.
+        return self.cache.claims_in_use(namespace)
 
     def usage(self, namespace: str, settings: QuotaSettings) -> Usage:
         result = self.cache.pod_usage(namespace, settings)

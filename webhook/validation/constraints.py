@@ -6,8 +6,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.accounting import GpuCount
+from webhook.accounting import GpuCount, count_object, needs_dra
 from webhook.decision import Finding
+from webhook.dra.index import DraIndex
 from webhook.policy.model import PolicySet
 from webhook.types import AdmissionRequest, EnforcementAction
 from webhook.validation.results import ConstraintResult
@@ -30,12 +31,18 @@ def evaluate_constraints(
     *,
     may_block: bool = True,
     gpu: GpuCount | None = None,
+    dra: DraIndex | None = None,
 ) -> ConstraintOutcome:
     """With `may_block` False, raise WouldBlock if any constraint needs its engine (Rego).
-    `gpu` is the reviewed pod's GPU count (webhook.accounting), for templates that count."""
+    `gpu` is the reviewed pod's GPU count (webhook.accounting), for templates that count; left
+    out, the engine counts only if a constraint matches. `dra` resolves DRA claims: an object
+    that holds or is a claim is counted here with it (objects without claims stay lazy)."""
     constraints, engine = policies.constraints, policies.engine
     if not constraints or engine is None:
         return NOTHING
+    obj = request.get("object")
+    if gpu is None and dra is not None and needs_dra(obj, dra):
+        gpu = count_object(obj, dra, request.get("namespace") or "")
     wanted = constraints.reads_namespaces or any(t.uses_inventory for t in engine.templates.values())
     results = engine.evaluate(
         request, constraints, inventory() if wanted and inventory else None, may_block=may_block, gpu=gpu

@@ -27,6 +27,7 @@ from kubernetes.config.config_exception import ConfigException
 from kubernetes.watch.watch import iter_resp_lines
 
 from webhook.cache import NAMESPACES, PODS
+from webhook.dra.index import CLAIMS, CLASSES, TEMPLATES
 from webhook.errors import ClusterError, ConfigError, Conflict, ResourceExpired
 from webhook.informer import Page
 from webhook.quota.ledger import StoredLedger
@@ -93,7 +94,11 @@ def _listers(api_client: Any) -> dict[str, Callable[..., Any]]:
     """Cluster-wide list (and watch) of each resource we read, by its plural name."""
     core, apps = client.CoreV1Api(api_client), client.AppsV1Api(api_client)
     batch = client.BatchV1Api(api_client)
+    dra = client.ResourceV1Api(api_client)
     return {
+        CLAIMS: dra.list_resource_claim_for_all_namespaces,
+        TEMPLATES: dra.list_resource_claim_template_for_all_namespaces,
+        CLASSES: dra.list_device_class,
         PODS: core.list_pod_for_all_namespaces,
         NAMESPACES: core.list_namespace,
         "replicationcontrollers": core.list_replication_controller_for_all_namespaces,

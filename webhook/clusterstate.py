@@ -19,7 +19,8 @@ from pathlib import Path
 
 from webhook.cache import KINDS, ClusterCache
 from webhook.config import DEFAULT_NAMESPACE, Settings
-from webhook.errors import ConfigError
+from webhook.dra.index import DRA_KINDS
+from webhook.errors import ClusterError, ConfigError
 from webhook.informer import Informer
 from webhook.inventory import cache_from, load_inventory
 from webhook.quota.demand import DEFAULT_SETTINGS, QuotaSettings
@@ -68,6 +69,8 @@ class ClusterState:
             return False, f"waiting for the first list of pods and namespaces from {self.origin}"
         stats = self.cache.stats()
         text = f"{self.origin}; {stats.pods} GPU pods, {stats.namespaces} namespaces; quota {self.gate.mode}"
+        if not self.cache.dra_synced:
+            text += "; DRA claims not listed yet (pods' claims are counted once they are)"
         staleness = self.cache.staleness()
         if staleness is not None:
             text += f"; staleness {staleness:.1f}s"
@@ -124,7 +127,9 @@ def _from_cluster(settings: Settings, quota_settings: QuotaSettings) -> ClusterS
     if connection is None:
         return None
     cache = ClusterCache(reservation_ttl=settings.reservation_ttl_seconds)
-    informers = [Informer(cluster.KubeSource(connection, kind), cache) for kind in KINDS]
+    # DRA kinds are watched too, but readiness waits only for pods and namespaces: a cluster
+    # without resource.k8s.io/v1 (before 1.34) must still serve; its pods hold no claims.
+    informers = [Informer(cluster.KubeSource(connection, kind), cache) for kind in (*KINDS, *DRA_KINDS)]
     gate: QuotaGate
     if settings.quota_consistency == "strict":
         store = cluster.ConfigMapStore(connection, own_namespace(settings))
@@ -160,7 +165,11 @@ def snapshot(settings: Settings) -> ClusterState:
     if connection is None:
         return _offline(cache_from(None), NO_CLUSTER, settings, DEFAULT_SETTINGS)
     cache = ClusterCache()
-    for kind in KINDS:
+    for kind in (*DRA_KINDS, *KINDS):  # claims first: pods resolve theirs against them
         source = cluster.KubeSource(connection, kind)
-        cache.replace(kind, (item for page in source.list_pages() for item in page.items))
+        try:
+            cache.replace(kind, [item for page in source.list_pages() for item in page.items])
+        except ClusterError:
+            if kind not in DRA_KINDS:
+                raise  # a cluster without DRA (before 1.34): its pods hold no claims
     return ClusterState(cache, LocalGate(cache), f"cluster ({connection.description})")

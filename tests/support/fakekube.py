@@ -49,9 +49,12 @@ RESOURCES = {
     "jobs": ("batch/v1", "Job"),
     "cronjobs": ("batch/v1", "CronJob"),
     "leases": ("coordination.k8s.io/v1", "Lease"),
+    "resourceclaims": ("resource.k8s.io/v1", "ResourceClaim"),
+    "resourceclaimtemplates": ("resource.k8s.io/v1", "ResourceClaimTemplate"),
+    "deviceclasses": ("resource.k8s.io/v1", "DeviceClass"),
 }
 KINDS = {resource: kind for resource, (_, kind) in RESOURCES.items()}
-NAMESPACED = set(RESOURCES) - {"namespaces"}
+NAMESPACED = set(RESOURCES) - {"namespaces", "deviceclasses"}
 WRITABLE = {"configmaps", "leases"}
 _ROUTE = re.compile(
     r"^/(?:api/(?P<core>v1)|apis/(?P<group>[a-z0-9.-]+)/(?P<version>v[0-9a-z]+))"

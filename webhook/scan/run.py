@@ -88,6 +88,7 @@ def run_scan(
         namespace_labels=lambda name: labels.get(name, {}),
         quota_gate=None,
         gatekeeper_inventory=lambda: snapshot.gatekeeper_inventory,
+        dra=snapshot.dra,
     )
     summary = ScanSummary(scan_id, snapshot.origin, policies.version)
     summary.violations.update({(c.name, c.action): 0 for c in _constraints(policies)})

@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.dra.index import DRA_KINDS, KIND_OF, DraIndex, build_index
+from webhook.errors import ClusterError
 from webhook.informer import Page
 from webhook.inventory import Inventory, gatekeeper_inventory
 from webhook.scan.kinds import NAMESPACE, SCAN_KINDS, ScanKind, scan_kind
@@ -27,6 +29,8 @@ class Snapshot:
     objects: Callable[[], Iterator[tuple[KubeObject, ScanKind]]]
     # data.inventory for Gatekeeper templates, as the server builds it from the same origin.
     gatekeeper_inventory: Mapping[str, Any]
+    # DRA claims, templates and device classes, so that pods holding claims count their GPUs.
+    dra: DraIndex | None = None
 
     def namespace_labels(self) -> dict[str, dict[str, str]]:
         found: dict[str, dict[str, str]] = {}
@@ -48,7 +52,8 @@ def from_inventory(inventory: Inventory) -> Snapshot:
             if kind is not None and kind is not NAMESPACE:
                 yield obj, kind
 
-    return Snapshot(f"inventory {inventory.source}", namespaces, objects, inventory.gatekeeper())
+    dra = build_index({resource: inventory.of_kind(kind) for kind, resource in KIND_OF.items()}, synced=True)
+    return Snapshot(f"inventory {inventory.source}", namespaces, objects, inventory.gatekeeper(), dra)
 
 
 def from_cluster(lister: Lister, origin: str) -> Snapshot:
@@ -65,7 +70,16 @@ def from_cluster(lister: Lister, origin: str) -> Snapshot:
                 for item in page.items:
                     yield _typed(item, kind), kind
 
-    return Snapshot(origin, namespaces, objects, gatekeeper_inventory(namespaces))
+    return Snapshot(origin, namespaces, objects, gatekeeper_inventory(namespaces), _dra(lister))
+
+
+def _dra(lister: Lister) -> DraIndex | None:
+    """The cluster's DRA objects; None when the API has none to list (before Kubernetes 1.34)."""
+    try:
+        lists = {kind: [item for page in lister(kind) for item in page.items] for kind in DRA_KINDS}
+    except ClusterError:
+        return None
+    return build_index(lists, synced=True)
 
 
 def empty(origin: str) -> Snapshot:

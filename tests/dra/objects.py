@@ -40,7 +40,12 @@ def device_class(name: str, expression: str, extended: str | None = None) -> dic
     spec: dict[str, Any] = {"selectors": [{"cel": {"expression": expression}}]}
     if extended:
         spec["extendedResourceName"] = extended
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
 
 
 def pod(
@@ -65,4 +70,9 @@ def pod(
     body: dict[str, Any] = {"containers": [container], **spec}
     if entries:
         body["resourceClaims"] = entries
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "spec": body}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": body,
+    }

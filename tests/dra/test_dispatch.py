@@ -1,0 +1,167 @@
+"""Claims through the installed webhook configurations, as kube-apiserver dispatches them, against
+review() given the claims and templates as its inventory (what `serve --inventory` reads)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import BUNDLED_POLICIES
+from tests.dra.objects import NS, claim, pod, request, template
+from tests.support.cel import CelProcess
+from tests.support.dispatch import Dispatcher, Request, in_process
+from tests.support.schema import assert_valid
+from webhook.commands.common import offline_deps
+from webhook.inventory import Inventory
+from webhook.policy.loader import load_directory
+from webhook.quota.policy import parse_quota
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIGURATIONS = [
+    REPO / "manifests" / "base" / name for name in ("mutatingwebhook.yaml", "validatingwebhook.yaml")
+]
+INVENTORY = Inventory(
+    "dra",
+    (
+        claim("two", request(count=2)),
+        claim("eight", request(count=8)),
+        claim("nine", request(count=9)),
+        template("single-gpu"),
+        # One pod already holds a GPU through a shared claim.
+        claim("shared"),
+        pod("holder", claim_name="shared"),
+        # The server reads namespace labels from its cluster state (here the inventory).
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "admins", "labels": {"gpuwebhook.io/dra-admin-access": "true"}},
+        },
+    ),
+)
+QUOTA = {
+    "apiVersion": "gpuwebhook.io/v1alpha1",
+    "kind": "GPUQuota",
+    "metadata": {"name": "team-a"},
+    "spec": {"match": {"namespaces": [NS]}, "limits": {"gpus": 3}},
+}
+
+
+@pytest.fixture(scope="module")
+def dispatcher() -> Iterator[Dispatcher]:
+    policies = load_directory(BUNDLED_POLICIES)
+    quota = parse_quota(QUOTA, "quota.yaml", lambda _: 1)
+    policies = dataclasses.replace(policies, quotas=(*policies.quotas, quota))
+    deps = offline_deps(policies, INVENTORY)
+    configurations = [yaml.safe_load(path.read_text()) for path in CONFIGURATIONS]
+    cel = CelProcess()
+    yield Dispatcher(configurations, cel, in_process(deps))
+    cel.close()
+
+
+def create(obj: dict[str, Any], **labels: str) -> Request:
+    resource = {
+        "Pod": "pods",
+        "ResourceClaim": "resourceclaims",
+        "ResourceClaimTemplate": "resourceclaimtemplates",
+    }
+    return Request("CREATE", obj, resource=resource[obj["kind"]], namespace_labels=labels)
+
+
+POD_CASES = [
+    ("a claim of 2 fits the quota (1 of 3 in use)", pod(claim_name="two"), True, None),
+    ("a claim of 8 passes no 3-GPU quota", pod(claim_name="eight"), False, 'GPU quota "team-a" exceeded'),
+    ("a claim of 9 passes no max-per-pod of 8", pod(claim_name="nine"), False, "gpu-max-per-pod"),
+    ("a template's GPU fits", pod(template_name="single-gpu"), True, None),
+    ("the shared claim is counted already", pod(claim_name="shared"), True, None),
+    (
+        "a claim that does not exist is named",
+        pod(claim_name="nowhere"),
+        False,
+        "ResourceClaim team-a/nowhere",
+    ),
+    (
+        "a privileged pod with a claim",
+        pod(
+            claim_name="two",
+            containers=[
+                {
+                    "name": "ctr",
+                    "image": "registry.example.com/cuda:12",
+                    "securityContext": {"privileged": True},
+                    "resources": {"claims": [{"name": "gpu"}]},
+                }
+            ],
+        ),
+        False,
+        "privileged",
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "shown", "allowed", "needle"), POD_CASES, ids=[c[0] for c in POD_CASES])
+def test_pods_holding_claims(
+    dispatcher: Dispatcher, case: str, shown: dict[str, Any], allowed: bool, needle: str | None
+) -> None:
+    assert_valid(shown)
+    outcome = dispatcher.admit(create(shown))
+    assert outcome.allowed is allowed, (case, outcome.message)
+    if needle:
+        assert needle in outcome.message
+
+
+def test_quota_counts_claims(dispatcher: Dispatcher) -> None:
+    over = pod("big", claim_name="two", limits={"nvidia.com/gpu": "1"})  # 1 in use + 3 > 3
+    outcome = dispatcher.admit(create(over))
+    assert not outcome.allowed and 'GPU quota "team-a" exceeded' in outcome.message
+
+
+CLAIM_CASES = [
+    ("a count of 1", claim("one"), {}, True, None),
+    ("allocationMode All", claim("all", request(allocationMode="All")), {}, False, "allocationMode All"),
+    ("all, in a template", template("all", request(allocationMode="All")), {}, False, "allocationMode All"),
+    ("adminAccess", claim("admin", request(adminAccess=True)), {}, False, "dra-admin-access"),
+    (
+        "adminAccess where the namespace allows it",
+        claim("admin", request(adminAccess=True), namespace="admins"),
+        {"gpuwebhook.io/dra-admin-access": "true"},
+        True,
+        None,
+    ),
+    ("more than max-per-pod", claim("many", request(count=9)), {}, False, "gpu-max-per-pod"),
+    ("max-per-pod in a template", template("many", request(count=9)), {}, False, "gpu-max-per-pod"),
+    (
+        "all of a class that is no GPU",
+        claim("nics", request("nic", "nic.example.com", allocationMode="All")),
+        {},
+        True,
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "shown", "labels", "allowed", "needle"), CLAIM_CASES, ids=[c[0] for c in CLAIM_CASES]
+)
+def test_claims_are_judged_themselves(
+    dispatcher: Dispatcher,
+    case: str,
+    shown: dict[str, Any],
+    labels: dict[str, str],
+    allowed: bool,
+    needle: str | None,
+) -> None:
+    assert_valid(shown)
+    outcome = dispatcher.admit(create(shown, **labels))
+    assert outcome.allowed is allowed, (case, outcome.message)
+    if needle:
+        assert needle in outcome.message
+
+
+def test_claims_in_exempt_namespaces_are_never_sent(dispatcher: Dispatcher) -> None:
+    outcome = dispatcher.admit(create(claim("all", request(allocationMode="All"), namespace="kube-system")))
+    assert outcome.allowed and not outcome.called

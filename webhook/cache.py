@@ -86,6 +86,8 @@ class ClusterCache:
         self._dra_objects: dict[str, dict[str, KubeObject]] = {kind: {} for kind in DRA_KINDS}
         self._dra = build_index({}, gpu_classes, synced=False)
         self._dra_lenient = self._dra
+        # Extended resource names nodes advertise; None: nodes are not known (not watched).
+        self.allocatable: frozenset[str] | None = None
         self._clock = clock
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)

@@ -15,6 +15,7 @@ from webhook.audit.setup import build_recorder
 from webhook.clusterstate import ClusterState, build_cluster_state
 from webhook.config import Settings
 from webhook.decision import Decision
+from webhook.dra.served import unserved
 from webhook.gatekeeper_data import namespace_inventory, static_inventory
 from webhook.metrics import Metrics
 from webhook.policy.loader import EngineFactory, regopy_engine
@@ -65,6 +66,7 @@ def build_service(settings: Settings) -> Service:
             may_block=may_block,
             kubernetes_version=version,
             dra=cluster.cache.dra(),
+            allocatable=cluster.cache.allocatable,
         )
         return review(request, endpoint, deps)
 
@@ -126,6 +128,9 @@ def _readiness(
         checks = {"policies": store.current.version, "cluster": cluster_text}
         if store.last_error:
             checks["policy_reload"] = f"rejected, last good set in force: {store.last_error}"
+        missing = unserved(store.current.shared_names, cluster.cache.allocatable, cluster.cache.dra())
+        if missing:  # informational: the webhook works; the rewritten pods would stay Pending
+            checks["resources"] = f"no node and no DeviceClass serves {', '.join(missing)}"
         if capacity is not None:
             checks["utilization"] = capacity.status(time.time())  # informational: never gates readiness
         return Readiness(ready=store.loaded and cluster_ready, checks=checks)

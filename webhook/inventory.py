@@ -19,6 +19,7 @@ import yaml
 
 from webhook.cache import NAMESPACES, PODS, ClusterCache
 from webhook.dra.index import GROUP, KIND_OF
+from webhook.dra.served import allocatable_names
 from webhook.errors import ConfigError
 from webhook.types import KubeObject
 
@@ -69,6 +70,7 @@ class Inventory:
                 cache.replace(dra_kind, [o for o in self.of_kind(kind) if _is_dra(o)])
         cache.replace(PODS, self.of_kind("Pod"))
         cache.replace(NAMESPACES, self.of_kind("Namespace"))
+        cache.allocatable = allocatable_names(self.of_kind("Node"))
         cache.mark_static(dra=known)
 
     def gatekeeper(self) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from webhook.config import EXEMPT_NAMESPACES, Enforcement, FailureMode
 from webhook.decision import ALLOW, Decision, Finding, clamp_warnings, deny
 from webhook.dra.index import GROUP as DRA_GROUP
 from webhook.dra.index import DraIndex
+from webhook.dra.served import unserved
 from webhook.errors import AdmissionDenied, ClusterError
 from webhook.kubeversion import Version
 from webhook.match import glob_matches
@@ -26,7 +27,7 @@ from webhook.mutation.shape import ShapeError, check_pod_shape
 from webhook.mutation.target import PodTarget, pod_target
 from webhook.policy.model import PolicySet, SharingPolicy
 from webhook.quota.gate import QuotaGate
-from webhook.types import AdmissionRequest, Endpoint, EnforcementAction
+from webhook.types import AdmissionRequest, Endpoint, EnforcementAction, KubeObject
 from webhook.utilization.capacity import CapacityView
 from webhook.validation import builtin, dra
 from webhook.validation.constraints import evaluate_constraints
@@ -82,6 +83,8 @@ class ReviewDeps:
     may_block: bool = True
     # The cluster's ResourceClaims, templates and DeviceClasses; None: DRA claims are not counted.
     dra: DraIndex | None = None
+    # Extended resource names nodes advertise; None: unknown (then no name is called unserved).
+    allocatable: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -112,7 +115,7 @@ def mutate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
         return _void_only(target, deps, ("ephemeralContainers",))
     # Every pod comes here, so pods without GPUs skip the shape check: the void patch reads
     # defensively, and /validate refuses a malformed pod whatever /mutate did.
-    if not is_gpu_pod(target, deps.policies.shared_names):
+    if not is_gpu_pod(target, deps.policies.shared_names, deps.dra, scoped[1]):
         return _void_only(target, deps, gpu_pod=False)
     try:
         shape_checked(target)
@@ -136,11 +139,32 @@ def mutate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
     return Decision(
         allowed=True,
         patch=result.patch,
-        warnings=clamp_warnings(result.warnings),
+        warnings=clamp_warnings([*result.warnings, *_unserved(subject, result.object, deps)]),
         audit_annotations={"sharing-policy": stamp, "sharing-mode": result.mode},
         object=result.object,
         sharing_mode=result.mode,
     )
+
+
+def _unserved(subject: Subject, mutated: KubeObject, deps: ReviewDeps) -> list[str]:
+    """A warning for each resource name the policy wrote that no node and no DeviceClass serves."""
+    if deps.allocatable is None or subject.policy is None:
+        return []
+    written = _resource_names(pod_target(mutated)) - _resource_names(subject.target)
+    return [
+        f"sharing policy {subject.policy.name} asks for {name}, which no node and no DeviceClass serves"
+        for name in unserved(written, deps.allocatable, deps.dra)
+    ]
+
+
+def _resource_names(target: PodTarget | None) -> set[str]:
+    if target is None:
+        return set()
+    names: set[str] = set()
+    for _, container in target.containers():
+        for section in resources.sections(container).values():
+            names.update(name for name in section if "/" in name)
+    return names
 
 
 def _void_only(

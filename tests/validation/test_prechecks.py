@@ -52,7 +52,7 @@ REPO = Path(__file__).resolve().parents[2]
 BUNDLE = REPO / "policies" / "security"
 TRAINING_POD = REPO / "examples" / "pod-gpu-training.yaml"
 # The one bundled template without a precheck: it reviews Namespaces, never a Pod.
-WITHOUT_PRECHECK = {"GpuIgnoreLabel"}
+WITHOUT_PRECHECK = {"GpuIgnoreLabel", "GpuDraDeviceClasses"}  # they judge no pods
 
 Case = tuple[dict[str, Any], dict[str, Any]]  # (AdmissionRequest, constraint parameters)
 Strategy = st.SearchStrategy[Any]

@@ -60,7 +60,7 @@ def _policy_set(tmp: Path, with_variants: bool) -> PolicySet:
     for n, rule in enumerate(sorted(p for p in BUNDLE.iterdir() if p.is_dir())):
         documents.append(yaml.safe_load((rule / "template.yaml").read_text()))
         constraint = yaml.safe_load((rule / "constraint.yaml").read_text())
-        if constraint["kind"] != "GpuIgnoreLabel":
+        if constraint["kind"] not in ("GpuIgnoreLabel", "GpuDraDeviceClasses"):
             constraint["spec"].setdefault("parameters", {})["extraGpuResources"] = ["example.com/accel-9"]
             if with_variants and n % 2 == 0:
                 documents += _variants(constraint, n)

@@ -33,7 +33,7 @@ def test_bundle_holds_one_template_and_one_constraint_per_rule() -> None:
     ]
     assert all(is_template(doc) or is_constraint(doc) for doc, _ in documents)
     policies = parse_documents(documents)
-    assert len(policies.templates) == len(policies.constraints) == len(RULES) == 12
+    assert len(policies.templates) == len(policies.constraints) == len(RULES) == 13
     assert all(c.action == "deny" for c in policies.constraints)
     # Our own namespace is left to the server's --exclude-namespaces, which knows where it runs.
     # The Namespace rule has no exclusions: an exemption must not be grantable anywhere.
@@ -44,7 +44,8 @@ def test_bundle_holds_one_template_and_one_constraint_per_rule() -> None:
     )
 
 
-POD_RULES = [rule for rule in RULES if rule != "gpu-ignore-label"]
+# Rules on other kinds: Namespaces (the exemption label) and DRA claims (their device classes).
+POD_RULES = [rule for rule in RULES if rule not in ("gpu-ignore-label", "gpu-dra-device-classes")]
 
 
 @pytest.mark.parametrize("rule", POD_RULES)

@@ -41,6 +41,7 @@ def offline_deps(
         quota_gate=LookOnlyGate(LocalGate(cache)),
         kubernetes_version=kubernetes_version,
         dra=cache.dra(),
+        allocatable=cache.allocatable,
     )
 
 

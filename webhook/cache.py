@@ -81,7 +81,7 @@ class ClusterCache:
         gpu_classes: tuple[str, ...] = DEFAULT_GPU_CLASSES,
     ) -> None:
         self.reservation_ttl = reservation_ttl
-        self.gpu_classes = gpu_classes
+        self.gpu_classes = tuple(dict.fromkeys((*DEFAULT_GPU_CLASSES, *gpu_classes)))
         # DRA objects by kind and namespace/name; the index over them is rebuilt and swapped whole.
         self._dra_objects: dict[str, dict[str, KubeObject]] = {kind: {} for kind in DRA_KINDS}
         self._dra = build_index({}, gpu_classes, synced=False)

@@ -97,6 +97,12 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="comma-separated namespace globs never reviewed (avoid deadlocks)",
     )
     serve.add_argument(
+        "--dra-gpu-classes",
+        type=_csv,
+        default=env("dra-gpu-classes", ""),
+        help="comma-separated DRA device classes counted as GPUs, besides gpu.nvidia.com and mig.nvidia.com",
+    )
+    serve.add_argument(
         "--own-username",
         default=env("own-username"),
         help="our service account's username, whose own requests are never reviewed",
@@ -233,6 +239,7 @@ def _serve(args: argparse.Namespace) -> int:
         cert_check_seconds=args.cert_check_seconds,
         policy_check_seconds=args.policy_check_seconds,
         excluded_namespaces=args.exclude_namespaces,
+        dra_gpu_classes=args.dra_gpu_classes,
         own_username=args.own_username,
         advisory_webhook=args.advisory_webhook,
         client_ca=args.client_ca,

@@ -80,9 +80,9 @@ class ClusterState:
 
 
 def build_cluster_state(settings: Settings, quota_settings: QuotaSettings = DEFAULT_SETTINGS) -> ClusterState:
-    ttl = settings.reservation_ttl_seconds
+    ttl, classes = settings.reservation_ttl_seconds, settings.dra_gpu_classes
     if settings.inventory is not None:
-        cache = cache_from(load_inventory(settings.inventory), reservation_ttl=ttl)
+        cache = cache_from(load_inventory(settings.inventory), reservation_ttl=ttl, gpu_classes=classes)
         state = _offline(cache, f"inventory {settings.inventory}", settings, quota_settings)
     else:
         state = _from_cluster(settings, quota_settings) or _offline(
@@ -126,7 +126,9 @@ def _from_cluster(settings: Settings, quota_settings: QuotaSettings) -> ClusterS
     connection = cluster.connect(settings.kubeconfig)
     if connection is None:
         return None
-    cache = ClusterCache(reservation_ttl=settings.reservation_ttl_seconds)
+    cache = ClusterCache(
+        reservation_ttl=settings.reservation_ttl_seconds, gpu_classes=settings.dra_gpu_classes
+    )
     # DRA kinds are watched too, but readiness waits only for pods and namespaces: a cluster
     # without resource.k8s.io/v1 (before 1.34) must still serve; its pods hold no claims.
     informers = [Informer(cluster.KubeSource(connection, kind), cache) for kind in (*KINDS, *DRA_KINDS)]

@@ -63,6 +63,9 @@ class Settings:
     cert_check_seconds: float = 1.0
     policy_check_seconds: float = 2.0
     excluded_namespaces: tuple[str, ...] = EXEMPT_NAMESPACES
+    # DRA device classes that are GPUs besides gpu.nvidia.com and mig.nvidia.com (and classes that
+    # select NVIDIA's driver, which are recognised anyway).
+    dra_gpu_classes: tuple[str, ...] = ()
     own_username: str | None = None
     advisory_webhook: bool = False
     client_ca: Path | None = None

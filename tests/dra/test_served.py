@@ -59,7 +59,7 @@ def test_review_warns_of_a_rewrite_to_an_unserved_name(case: str, objects: list[
 
 def test_unserved_names() -> None:
     known = allocatable_names([NODE])
-    assert known == {"nvidia.com/gpu"}
+    assert known == frozenset({"nvidia.com/gpu"})
     assert unserved(["nvidia.com/gpu", "nvidia.com/gpu.shared"], known, None) == ["nvidia.com/gpu.shared"]
     assert unserved(["nvidia.com/gpu.shared"], None, None) == []
     assert allocatable_names([]) is None

@@ -31,10 +31,14 @@ def _version(text: str) -> kubeversion.Version:
 
 
 def offline_deps(
-    policies: PolicySet | Path, inventory: Inventory, kubernetes_version: kubeversion.Version | None = None
+    policies: PolicySet | Path,
+    inventory: Inventory,
+    kubernetes_version: kubeversion.Version | None = None,
+    gpu_classes: tuple[str, ...] = (),
 ) -> ReviewDeps:
-    """What review() reads offline: the policies, and the inventory as the cluster's state."""
-    cache = cache_from(inventory)
+    """What review() reads offline: the policies, and the inventory as the cluster's state;
+    `gpu_classes`: DRA device classes counted as GPUs besides NVIDIA's."""
+    cache = cache_from(inventory, gpu_classes=gpu_classes)
     return ReviewDeps(
         policies=policies if isinstance(policies, PolicySet) else load_directory(policies),
         namespace_labels=cache.namespace_labels,

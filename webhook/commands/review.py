@@ -28,6 +28,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--namespace",
         help="review as if created in this namespace (default: each object's own, else default)",
     )
+    parser.add_argument(
+        "--dra-gpu-classes",
+        type=lambda text: tuple(part.strip() for part in text.split(",") if part.strip()),
+        default=(),
+        help="comma-separated DRA device classes counted as GPUs, as serve --dra-gpu-classes",
+    )
     parser.add_argument("--user", default="offline-review", help="username the request comes from")
     parser.add_argument("--group", action="append", dest="groups", help="a group of the user (repeatable)")
     parser.add_argument("-o", "--output", choices=["diff", "json", "yaml"], default="diff")
@@ -36,7 +42,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def command(args: argparse.Namespace) -> int:
-    deps = offline_deps(args.policies, read_inventory(args.inventory), args.kubernetes_version)
+    deps = offline_deps(
+        args.policies, read_inventory(args.inventory), args.kubernetes_version, args.dra_gpu_classes
+    )
     identity = Identity(args.user, tuple(args.groups or ("system:authenticated",)))
     outcomes = [
         run(request_for(document, namespace=args.namespace, identity=identity), deps)

@@ -185,7 +185,9 @@ SCANNED = {
 
 
 def test_cluster_role_only_reads_what_the_caches_and_the_scan_read(rendered: list[Manifest]) -> None:
-    dra = {("resource.k8s.io", r): READ for r in ("resourceclaims", "resourceclaimtemplates", "deviceclasses")}
+    dra = {
+        ("resource.k8s.io", r): READ for r in ("resourceclaims", "resourceclaimtemplates", "deviceclasses")
+    }
     expected = {("", "pods"): READ, ("", "namespaces"): READ} | dict.fromkeys(SCANNED, READ) | dra
     assert _grants(one(rendered, "ClusterRole")) == expected
 

@@ -20,6 +20,9 @@ from tests.support.pods import gpu_pod, make_pod, quota, res
 from tests.support.reviews import make_review
 from webhook.cache import ClusterCache
 from webhook.cluster import ConfigMapStore, connect
+from webhook.dra.devices import DeviceAsk
+from webhook.dra.resolve import ClaimShape
+from webhook.gpu import parse_mig_resource
 from webhook.quota.check import QuotaOutcome
 from webhook.quota.demand import KaiRequest, PodShape
 from webhook.quota.ledger import Entry, LedgerGate, LedgerStore, StoredLedger, decode, encode, ledger_name
@@ -209,11 +212,30 @@ amounts = st.lists(
 kai = st.none() | st.builds(
     KaiRequest, st.fractions(Fraction(1, 100), Fraction(1)), st.none(), st.integers(1, 8)
 )
+profiles = st.none() | st.sampled_from(["1g.5gb", "3g.40gb", "7g.80gb"]).map(
+    lambda name: parse_mig_resource("nvidia.com/mig-" + name)
+)
+asks = st.builds(
+    DeviceAsk,
+    st.text(min_size=1),
+    st.sampled_from(["gpu.nvidia.com", "mig.nvidia.com"]),
+    st.integers(1, 16),
+    admin_access=st.booleans(),
+    profile=profiles,
+    memory_mib=st.integers(0, 81920),
+)
+claims = st.lists(
+    st.builds(ClaimShape, st.text(), st.text(), st.lists(asks, min_size=1, max_size=3).map(tuple)), max_size=2
+).map(tuple)
 shapes = st.builds(
     PodShape,
     app=st.lists(amounts, max_size=3).map(tuple),
     init=st.lists(st.tuples(amounts, st.booleans()), max_size=2).map(tuple),
     kai=kai,
+    claims=claims,
+    backed=st.lists(st.tuples(st.text(min_size=1), st.integers(0, 7), st.integers(0, 9999)), max_size=2).map(
+        tuple
+    ),
 )
 entries = st.lists(
     st.builds(Entry, st.text(min_size=1), st.text(), shapes, st.floats(0, 2e9), st.text()), max_size=5

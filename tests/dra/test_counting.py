@@ -16,7 +16,8 @@ from webhook.cache import ClusterCache
 from webhook.dra.devices import claim_asks
 from webhook.dra.index import build_index
 from webhook.inventory import Inventory, cache_from
-from webhook.quota.demand import DEFAULT_SETTINGS, device_class_resource
+from webhook.quota.demand import DEFAULT_SETTINGS, device_class_resource, pod_shape
+from webhook.quota.ledger import Entry, LedgerView
 
 GPU_DEVICES = device_class_resource("gpu.nvidia.com")
 MIG_DEVICES = device_class_resource("mig.nvidia.com")
@@ -179,3 +180,13 @@ def test_resolution_counts_gpu_requests_and_the_largest_alternative(
     index = build_index({}, ("gpus.example.com",), synced=True)
     asks = claim_asks({"requests": [r for r, _ in drawn]}, index.classes, index.gpu_classes)
     assert sum(a.count for a in asks) == sum(n for _, n in drawn)
+
+
+def test_the_strict_ledger_counts_a_shared_claim_once() -> None:
+    cache = cache_from(INVENTORY)
+    shape = pod_shape(pod("a", claim_name="shared-gpu"), cache.dra())
+    assert shape is not None
+    entries = [Entry(f"{NS}/{name}", name, shape, 1e12, "replica-1") for name in ("a", "b")]
+    view = LedgerView(cache, entries)
+    assert view.usage(NS, DEFAULT_SETTINGS).gpus == 1
+    assert view.claims_in_use(NS) == {f"{NS}/shared-gpu"}

@@ -33,8 +33,11 @@ from typing import Any, Protocol
 
 import orjson
 
+from webhook import gpu
 from webhook.cache import ClusterCache
+from webhook.dra.devices import DeviceAsk
 from webhook.dra.index import DraIndex
+from webhook.dra.resolve import ClaimShape
 from webhook.errors import ClusterError, Conflict
 from webhook.quota.check import QuotaOutcome, check_quota, request_pod_key
 from webhook.quota.demand import DEFAULT_SETTINGS, KaiRequest, PodShape, QuotaSettings, shape_demand
@@ -98,14 +101,18 @@ class LedgerView:
         return self.cache.dra()
 
     def claims_in_use(self, namespace: str) -> frozenset[str]:
-        # Watched pods only: ledger entries do not record claims yet, so a shared claim in flight
-        # on another replica may count twice until the watch shows its pod.
-        return self.cache.claims_in_use(namespace)
+        """Shared claims of watched pods and of admissions in flight on any replica."""
+        # The entries are this namespace's: one ledger per namespace.
+        unseen = {c.key for e in self.unseen for c in e.shape.shared_claims()}
+        return self.cache.claims_in_use(namespace) | unseen
 
     def usage(self, namespace: str, settings: QuotaSettings) -> Usage:
         result = self.cache.pod_usage(namespace, settings)
+        counted = set(self.cache.claims_in_use(namespace))
         for entry in self.unseen:
-            result = result + shape_demand(entry.shape, settings)
+            # A shared claim already held (by a watched pod or an earlier entry) counts once.
+            result = result + shape_demand(entry.shape.without_claims(frozenset(counted)), settings)
+            counted.update(claim.key for claim in entry.shape.shared_claims())
         return result
 
 
@@ -246,7 +253,12 @@ def _entry(row: Any) -> Entry:
 
 def _shape_json(shape: PodShape) -> dict[str, Any]:
     kai = shape.kai
-    return {
+    extra: dict[str, Any] = {}
+    if shape.claims:
+        extra["claims"] = [_claim_json(claim) for claim in shape.claims]
+    if shape.backed:
+        extra["backed"] = [list(row) for row in shape.backed]
+    return extra | {
         "app": [list(map(list, amounts)) for amounts in shape.app],
         "init": [[list(map(list, amounts)), sidecar] for amounts, sidecar in shape.init],
         "kai": None
@@ -257,6 +269,39 @@ def _shape_json(shape: PodShape) -> dict[str, Any]:
             "devices": kai.devices,
         },
     }
+
+
+def _claim_json(claim: ClaimShape) -> dict[str, Any]:
+    return {
+        "key": claim.key,
+        "source": claim.source,
+        "asks": [
+            {
+                "request": a.request,
+                "class": a.device_class,
+                "count": a.count,
+                "profile": a.profile.name if a.profile else None,
+                "memoryMiB": a.memory_mib,
+                "adminAccess": a.admin_access,
+            }
+            for a in claim.asks
+        ],
+    }
+
+
+def _claim(raw: Any) -> ClaimShape:
+    asks = tuple(
+        DeviceAsk(
+            str(a["request"]),
+            str(a["class"]),
+            int(a["count"]),
+            profile=gpu.parse_mig_resource(gpu.MIG_PREFIX + str(a["profile"])) if a.get("profile") else None,
+            memory_mib=int(a.get("memoryMiB") or 0),
+            admin_access=bool(a.get("adminAccess")),
+        )
+        for a in raw["asks"]
+    )
+    return ClaimShape(str(raw["key"]), str(raw["source"]), asks)
 
 
 def _shape(raw: Any) -> PodShape:
@@ -274,4 +319,6 @@ def _shape(raw: Any) -> PodShape:
             int(kai["memoryMiB"]) if kai.get("memoryMiB") is not None else None,
             int(kai["devices"]),
         ),
+        claims=tuple(_claim(c) for c in raw.get("claims") or ()),
+        backed=tuple((str(n), int(slices), int(mib)) for n, slices, mib in raw.get("backed") or ()),
     )

@@ -15,8 +15,10 @@ from webhook import gpu
 from webhook.accounting import CLAIM_KINDS, count_gpus
 from webhook.config import EXEMPT_NAMESPACES, Enforcement, FailureMode
 from webhook.decision import ALLOW, Decision, Finding, clamp_warnings, deny
+from webhook.dra.devices import ClaimError
 from webhook.dra.index import GROUP as DRA_GROUP
 from webhook.dra.index import DraIndex
+from webhook.dra.resolve import pod_claims
 from webhook.dra.served import unserved
 from webhook.errors import AdmissionDenied, ClusterError
 from webhook.kubeversion import Version
@@ -250,8 +252,21 @@ def _builtin(
 ) -> list[Finding]:
     if subject is None:
         return []
-    found = builtin.check(subject.target, subject.policy, deps.policies.shared_names)
+    claimed = _claim_sources(subject, deps.dra) if subject.policy is not None else ()
+    found = builtin.check(subject.target, subject.policy, deps.policies.shared_names, claimed)
     return [f for f in found if f.action in actions]
+
+
+def _claim_sources(subject: Subject, dra_index: DraIndex | None) -> tuple[str, ...]:
+    """The DRA claims that give the pod GPUs (none when it has no claims or they do not resolve:
+    gpu-builtin/dra-claims names those)."""
+    spec = subject.target.pod.get("spec")
+    if dra_index is None or not isinstance(spec, dict) or not spec.get("resourceClaims"):
+        return ()
+    try:
+        return tuple(claim.source for claim in pod_claims(subject.target.pod, subject.namespace, dra_index))
+    except ClaimError:
+        return ()
 
 
 def _with_quota(

@@ -31,6 +31,8 @@ INVENTORY = Inventory(
         claim("two", request(count=2)),
         claim("eight", request(count=8)),
         claim("nine", request(count=9)),
+        claim("one", namespace="example-mig"),
+        claim("one", namespace="example-exclusive"),
         template("single-gpu"),
         # One pod already holds a GPU through a shared claim.
         claim("shared"),
@@ -112,6 +114,18 @@ def test_pods_holding_claims(
     assert outcome.allowed is allowed, (case, outcome.message)
     if needle:
         assert needle in outcome.message
+
+
+def test_sharing_policies_see_claimed_gpus(dispatcher: Dispatcher) -> None:
+    """Policy matching applies (the exclusive policy stamps the pod), and a claim sidesteps a
+    policy that shares GPUs some other way (MIG here): policies/examples."""
+    exclusive = dispatcher.admit(create(pod(claim_name="one", namespace="example-exclusive")))
+    assert exclusive.allowed, exclusive.message
+    assert exclusive.object is not None
+    assert "gpuwebhook.io/applied" in exclusive.object["metadata"]["annotations"]
+    mig = dispatcher.admit(create(pod(claim_name="one", namespace="example-mig")))
+    assert not mig.allowed
+    assert "[gpu-builtin/sharing-enforced]" in mig.message and "ResourceClaim example-mig/one" in mig.message
 
 
 def test_quota_counts_claims(dispatcher: Dispatcher) -> None:

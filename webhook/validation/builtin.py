@@ -26,11 +26,17 @@ SHARING = "gpu-builtin/sharing-enforced"
 KAI_QUEUE = "kai.scheduler/queue"  # KAI-Scheduler pkg/common/constants/constants.go DefaultQueueLabel
 
 
-def check(target: PodTarget, policy: SharingPolicy | None, shared_names: tuple[str, ...]) -> list[Finding]:
+def check(
+    target: PodTarget,
+    policy: SharingPolicy | None,
+    shared_names: tuple[str, ...],
+    claimed: tuple[str, ...] = (),
+) -> list[Finding]:
+    """`claimed`: sources of the DRA claims through which the pod gets GPUs ("ResourceClaim ns/x")."""
     # Later checks read GPU counts, so they run only once the counts are known to be valid.
     findings = _quantities(target, shared_names) or _kai(target)
     if policy is not None and not findings:
-        findings += _sharing_enforced(target, policy, shared_names)
+        findings += _sharing_enforced(target, policy, shared_names, claimed)
         findings += _device_plugin_limits(target, policy)
         findings += _kai_queue(target, policy)
         findings += _limits(target, policy)
@@ -113,7 +119,7 @@ def _kai(target: PodTarget) -> list[Finding]:
 
 
 def _sharing_enforced(
-    target: PodTarget, policy: SharingPolicy, shared_names: tuple[str, ...]
+    target: PodTarget, policy: SharingPolicy, shared_names: tuple[str, ...], claimed: tuple[str, ...] = ()
 ) -> list[Finding]:
     rewrite = REWRITES.get(policy.sharing.mode)
     if rewrite is None:
@@ -124,7 +130,9 @@ def _sharing_enforced(
         return [Finding(SHARING, "deny", str(e))]
     if needs.opt_out and policy.sharing.allow_opt_out:
         return []
-    foreign = _foreign_share(target, policy, shared_names)
+    # GPUs claimed through DRA are allocated by the DRA driver, outside any device-plugin sharing.
+    foreign = f"GPUs through DRA ({', '.join(claimed)})" if claimed else None
+    foreign = foreign or _foreign_share(target, policy, shared_names)
     if foreign is not None:
         message = (
             f"{target.describe()} asks for {foreign}, but policy {policy.name} shares GPUs here by "

@@ -32,7 +32,7 @@ INVENTORY = Inventory(
         claim("eight", request(count=8)),
         claim("nine", request(count=9)),
         claim("one", namespace="example-mig"),
-        claim("one", namespace="example-exclusive"),
+        claim("one", namespace="example-training"),
         template("single-gpu"),
         # One pod already holds a GPU through a shared claim.
         claim("shared"),
@@ -119,7 +119,9 @@ def test_pods_holding_claims(
 def test_sharing_policies_see_claimed_gpus(dispatcher: Dispatcher) -> None:
     """Policy matching applies (the exclusive policy stamps the pod), and a claim sidesteps a
     policy that shares GPUs some other way (MIG here): policies/examples."""
-    exclusive = dispatcher.admit(create(pod(claim_name="one", namespace="example-exclusive")))
+    training = pod(claim_name="one", namespace="example-training")
+    training["metadata"]["labels"] = {"gpuwebhook.io/workload": "training"}
+    exclusive = dispatcher.admit(create(training))
     assert exclusive.allowed, exclusive.message
     assert exclusive.object is not None
     assert "gpuwebhook.io/applied" in exclusive.object["metadata"]["annotations"]

@@ -69,7 +69,7 @@ class ClusterState:
             return False, f"waiting for the first list of pods and namespaces from {self.origin}"
         stats = self.cache.stats()
         text = f"{self.origin}; {stats.pods} GPU pods, {stats.namespaces} namespaces; quota {self.gate.mode}"
-        if not self.cache.dra_synced:
+        if self.live and not self.cache.dra_synced:
             text += "; DRA claims not listed yet (pods' claims are counted once they are)"
         staleness = self.cache.staleness()
         if staleness is not None:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.conftest import BUNDLED_POLICIES
 from tests.dra.objects import device_class
 from tests.support.reviews import make_review
 from tests.support.schema import assert_valid
+from tests.support.server import start_server
 from webhook.commands.common import offline_deps
 from webhook.dra.served import allocatable_names, unserved
 from webhook.inventory import Inventory
@@ -63,3 +66,23 @@ def test_unserved_names() -> None:
     assert unserved(["nvidia.com/gpu", "nvidia.com/gpu.shared"], known, None) == ["nvidia.com/gpu.shared"]
     assert unserved(["nvidia.com/gpu.shared"], None, None) == []
     assert allocatable_names([]) is None
+
+
+def test_readyz_names_policy_resources_nothing_serves(cert_dir: Path, tmp_path: Path) -> None:
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text(yaml.safe_dump_all([NODE]))
+    home = tmp_path / "home"
+    home.mkdir()
+    server = start_server(
+        ["--cert-dir", str(cert_dir), "--policies", str(BUNDLED_POLICIES), "--inventory", str(inventory)],
+        ca_file=cert_dir / "ca.crt",
+        env={"HOME": str(home), "KUBECONFIG": ""},
+    )
+    try:
+        reply = server.client().request("GET", "/readyz")
+        assert reply.status == 200  # a warning, never a reason to stop serving
+        body = reply.json()
+        assert isinstance(body, dict)
+        assert body["checks"]["resources"] == "no node and no DeviceClass serves nvidia.com/gpu.shared"
+    finally:
+        server.stop()

@@ -81,8 +81,8 @@ def test_readyz_names_policy_resources_nothing_serves(cert_dir: Path, tmp_path: 
     try:
         reply = server.client().request("GET", "/readyz")
         assert reply.status == 200  # a warning, never a reason to stop serving
-        body = reply.json()
-        assert isinstance(body, dict)
-        assert body["checks"]["resources"] == "no node and no DeviceClass serves nvidia.com/gpu.shared"
+        checks = reply.json()["checks"]
+        assert isinstance(checks, dict)
+        assert checks["resources"] == "no node and no DeviceClass serves nvidia.com/gpu.shared"
     finally:
         server.stop()

@@ -252,8 +252,11 @@ def _builtin(
 ) -> list[Finding]:
     if subject is None:
         return []
-    claimed = _claim_sources(subject, deps.dra) if subject.policy is not None else ()
-    found = builtin.check(subject.target, subject.policy, deps.policies.shared_names, claimed)
+    policy, count = subject.policy, None
+    claimed = _claim_sources(subject, deps.dra) if policy is not None else ()
+    if claimed and policy is not None and policy.sharing.max_gpus_per_pod is not None:
+        count = count_gpus(subject.target.pod, deps.dra, subject.namespace)  # the policy's cap sees claims
+    found = builtin.check(subject.target, policy, deps.policies.shared_names, claimed, count)
     return [f for f in found if f.action in actions]
 
 

@@ -8,6 +8,7 @@ failurePolicy Ignore, or an object created before the policy).
 from __future__ import annotations
 
 from webhook import gpu, quantity
+from webhook.accounting import GpuCount
 from webhook.decision import Finding
 from webhook.errors import AdmissionDenied
 from webhook.mutation import resources
@@ -31,26 +32,28 @@ def check(
     policy: SharingPolicy | None,
     shared_names: tuple[str, ...],
     claimed: tuple[str, ...] = (),
+    count: GpuCount | None = None,
 ) -> list[Finding]:
-    """`claimed`: sources of the DRA claims through which the pod gets GPUs ("ResourceClaim ns/x")."""
+    """`claimed`: sources of the DRA claims through which the pod gets GPUs ("ResourceClaim ns/x");
+    `count`: the pod's GPUs with its claims, when the caller resolved them."""
     # Later checks read GPU counts, so they run only once the counts are known to be valid.
     findings = _quantities(target, shared_names) or _kai(target)
     if policy is not None and not findings:
         findings += _sharing_enforced(target, policy, shared_names, claimed)
         findings += _device_plugin_limits(target, policy)
         findings += _kai_queue(target, policy)
-        findings += _limits(target, policy)
+        findings += _limits(target, policy, count)
     return findings
 
 
-def _limits(target: PodTarget, policy: SharingPolicy) -> list[Finding]:
+def _limits(target: PodTarget, policy: SharingPolicy, count: GpuCount | None = None) -> list[Finding]:
     if policy.sharing.max_gpus_per_pod is None and policy.sharing.max_memory_mib is None:
         return []
     try:
         needs = read_needs(target)
     except AdmissionDenied:
         return []  # _sharing_enforced has said so
-    return sharing_limits(target, policy, needs)
+    return sharing_limits(target, policy, needs, count)
 
 
 def _device_plugin_limits(target: PodTarget, policy: SharingPolicy) -> list[Finding]:

@@ -8,7 +8,7 @@ Where GPUs are shared and opting out is not allowed, a pod that asks for a whole
 from __future__ import annotations
 
 from webhook import gpu
-from webhook.accounting import count_gpus
+from webhook.accounting import GpuCount, count_gpus
 from webhook.decision import Finding
 from webhook.mutation import resources
 from webhook.mutation.needs import PodNeeds
@@ -18,21 +18,24 @@ from webhook.policy.model import SharingPolicy
 LIMITS = "gpu-builtin/sharing-limits"
 
 
-def sharing_limits(target: PodTarget, policy: SharingPolicy, needs: PodNeeds) -> list[Finding]:
+def sharing_limits(
+    target: PodTarget, policy: SharingPolicy, needs: PodNeeds, count: GpuCount | None = None
+) -> list[Finding]:
+    """`count`: the pod's GPUs when the caller has them (DRA claims included); else counted here."""
     sharing = policy.sharing
     if needs.opt_out and sharing.allow_opt_out:
         return []
     problems = [
-        *_too_many(target, sharing.max_gpus_per_pod),
+        *_too_many(target, sharing.max_gpus_per_pod, count),
         *_too_much(target, needs, sharing.max_memory_mib),
     ]
     return [Finding(LIMITS, "deny", f"{target.describe()}: {p} (policy {policy.name})") for p in problems]
 
 
-def _too_many(target: PodTarget, limit: int | None) -> list[str]:
+def _too_many(target: PodTarget, limit: int | None, count: GpuCount | None) -> list[str]:
     if limit is None:
         return []
-    count = count_gpus(target.pod)
+    count = count or count_gpus(target.pod)
     if count.error is not None:
         return [f"its GPUs cannot be counted: {count.error}"]
     return [f"asks for {count.devices} GPUs; at most {limit} per pod"] if count.devices > limit else []

@@ -98,5 +98,6 @@ def clamp_warnings(warnings: Iterable[str]) -> tuple[str, ...]:
 
 def clean_text(text: str, limit: int) -> str:
     """One printable line of at most `limit` characters; user strings may carry anything."""
-    flat = "".join(ch if ch.isprintable() else " " for ch in text).strip()
+    printable = text if text.isprintable() else "".join(ch if ch.isprintable() else " " for ch in text)
+    flat = printable.strip()
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."

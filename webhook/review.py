@@ -123,8 +123,8 @@ def mutate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
         shape_checked(target)
     except ShapeError as e:
         return malformed(e)
-    subject = gpu_subject(scoped, deps)
-    if subject is None or subject.policy is None:
+    subject = policy_subject(target, scoped[1], deps)  # a GPU pod, as asked above
+    if subject.policy is None:
         return _void_only(target, deps)
     try:
         result = mutate_object(
@@ -385,6 +385,11 @@ def gpu_subject(reviewed: tuple[PodTarget, str] | None, deps: ReviewDeps) -> Sub
     target, namespace = reviewed
     if not is_gpu_pod(target, deps.policies.shared_names, deps.dra, namespace):
         return None
+    return policy_subject(target, namespace, deps)
+
+
+def policy_subject(target: PodTarget, namespace: str, deps: ReviewDeps) -> Subject:
+    """A GPU pod and the sharing policy that applies to it, if any."""
     # The apiserver gives every namespace this label; inventories and caches may omit it.
     labels = {"kubernetes.io/metadata.name": namespace, **deps.namespace_labels(namespace)}
     policy = select_policy(deps.policies.sharing, namespace, labels, target.labels)

@@ -11,6 +11,7 @@ from webhook.mutation.target import PodTarget
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+NODE = "spec.affinity.nodeAffinity"  # every message names the whole path
 
 
 def pod(**spec: Any) -> dict[str, Any]:
@@ -90,18 +91,22 @@ MALFORMED = [
     (
         "terms",
         pod(affinity={"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": {}}}}),
-        "nodeSelectorTerms must be a list of objects",
+        f"{NODE}.{REQUIRED}.nodeSelectorTerms must be a list of objects",
     ),
     (
         "expressions",
         pod(affinity={"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [{}, {"matchExpressions": 1}]}}}),
-        "nodeSelectorTerms[1].matchExpressions must be a list of objects",
+        f"{NODE}.{REQUIRED}.nodeSelectorTerms[1].matchExpressions must be a list of objects",
     ),
-    ("preferred", pod(affinity={"nodeAffinity": {PREFERRED: {}}}), f"{PREFERRED} must be a list of objects"),
+    (
+        "preferred",
+        pod(affinity={"nodeAffinity": {PREFERRED: {}}}),
+        f"{NODE}.{PREFERRED} must be a list of objects",
+    ),
     (
         "preference",
         pod(affinity={"nodeAffinity": {PREFERRED: [{"weight": 1, "preference": []}]}}),
-        f"{PREFERRED}[0].preference must be an object",
+        f"{NODE}.{PREFERRED}[0].preference must be an object",
     ),
 ]
 

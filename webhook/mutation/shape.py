@@ -9,6 +9,7 @@ finds nothing: `privileged: "true"` must be an error, never a clean pod.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from webhook.mutation.target import CONTAINER_LISTS, PodTarget
@@ -25,158 +26,219 @@ _ALL_CONTAINER_LISTS = (*CONTAINER_LISTS, "ephemeralContainers")
 class ShapeError(ValueError):
     """The object is not shaped like a Kubernetes pod; the message names the field."""
 
+    def __init__(self, reason: str, path: tuple[str, ...] = ()) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.path = path
+
+    def within(self, *segments: str) -> ShapeError:
+        """The same error, found inside the part that `segments` name."""
+        return ShapeError(self.reason, (*segments, *self.path))
+
+    def __str__(self) -> str:
+        path = "".join(s if s.startswith("[") else f".{s}" for s in self.path).lstrip(".")
+        return f"{path} {self.reason}" if path else self.reason
+
+
+# Every check runs on every review. Paths are relative to the part being checked, and each
+# caller prefixes its own part only when an error passes through it: the happy path formats
+# nothing.
+
 
 def check_pod_shape(target: PodTarget) -> None:
-    # Runs on every GPU review: a field's full path is formatted only for an error.
     pod = target.pod
     metadata = _optional(pod, "metadata", dict)
     if metadata:
-        for key in ("name", "namespace", "generateName"):
-            _optional(metadata, key, str, "metadata.")
-        for key in ("labels", "annotations"):
-            _string_map(metadata, key, "metadata.")
+        try:
+            _metadata(metadata)
+        except ShapeError as e:
+            raise e.within("metadata") from None
     spec = _optional(pod, "spec", dict)
-    if not spec:
-        return
+    if spec:
+        try:
+            _spec(spec)
+        except ShapeError as e:
+            raise e.within("spec") from None
+
+
+def _metadata(metadata: dict[str, Any]) -> None:
+    for key in ("name", "namespace", "generateName"):
+        _optional(metadata, key, str)
+    for key in ("labels", "annotations"):
+        _string_map(metadata, key)
+
+
+def _spec(spec: dict[str, Any]) -> None:
     for key in _SPEC_STRINGS:
-        _optional(spec, key, str, "spec.")
+        _optional(spec, key, str)
     for key in _SPEC_BOOLS:
-        _optional(spec, key, bool, "spec.")
-    _optional(spec, "terminationGracePeriodSeconds", int, "spec.")
+        _optional(spec, key, bool)
+    _optional(spec, "terminationGracePeriodSeconds", int)
     for key in _SPEC_LISTS:
-        _list_of_maps(spec, key, "spec.")
-    for index, volume in enumerate(_list_of_maps(spec, "volumes", "spec.")):
-        _volume(volume, index)
+        _list_of_maps(spec, key)
+    _each(_list_of_maps(spec, "volumes"), "volumes", _volume)
     for list_name in _ALL_CONTAINER_LISTS:
-        for index, container in enumerate(_list_of_maps(spec, list_name, "spec.")):
-            _container(container, list_name, index)
-    _affinity(spec.get("affinity"))
+        _each(_list_of_maps(spec, list_name), list_name, _container)
+    affinity = spec.get("affinity")
+    if affinity is not None:
+        try:
+            _affinity(affinity)
+        except ShapeError as e:
+            raise e.within("affinity") from None
 
 
-def _volume(volume: dict[str, Any], index: int) -> None:
-    host_path = volume.get("hostPath")
-    if volume.get("name") is not None and type(volume["name"]) is not str:
-        raise ShapeError(f"spec.volumes[{index}].name must be a string")
-    if host_path is None:
+def _each(items: list[dict[str, Any]], name: str, check: Callable[[dict[str, Any]], None]) -> None:
+    for index, item in enumerate(items):
+        try:
+            check(item)
+        except ShapeError as e:
+            raise e.within(name, f"[{index}]") from None
+
+
+def _part(parent: dict[str, Any], key: str, check: Callable[[Any], None]) -> None:
+    value = parent.get(key)
+    if value is None:
         return
-    prefix = f"spec.volumes[{index}].hostPath."
-    _require(isinstance(host_path, dict), prefix[:-1] + " must be an object")
-    _optional(host_path, "path", str, prefix)
-    _optional(host_path, "type", str, prefix)
+    try:
+        check(value)
+    except ShapeError as e:
+        raise e.within(key) from None
 
 
-def _container(container: dict[str, Any], list_name: str, index: int) -> None:
-    # Runs for every container of every review: the path prefix is formatted only for an error.
+def _volume(volume: dict[str, Any]) -> None:
+    _optional(volume, "name", str)
+    _part(volume, "hostPath", _host_path)
+
+
+def _host_path(host_path: Any) -> None:
+    _object(host_path)
+    _optional(host_path, "path", str)
+    _optional(host_path, "type", str)
+
+
+def _container(container: dict[str, Any]) -> None:
     for key in _CONTAINER_STRINGS:
-        value = container.get(key)
-        if value is not None and type(value) is not str:
-            raise ShapeError(f"{_where(list_name, index)}{key} must be a string")
-    resources = container.get("resources")
-    if resources is not None:
-        _resources(resources, list_name, index)
-    context = container.get("securityContext")
-    if context is not None:
-        _security_context(context, list_name, index)
+        _optional(container, key, str)
+    _part(container, "resources", _resources)
+    _part(container, "securityContext", _security_context)
     for key in ("env", "envFrom", "volumeMounts"):
         items = container.get(key)
         if items is not None:
-            _entries(items, key, list_name, index)
+            _entries(items, key)
 
 
-def _where(list_name: str, index: int) -> str:
-    return f"spec.{list_name}[{index}]."
-
-
-def _resources(resources: Any, list_name: str, index: int) -> None:
-    prefix = _where(list_name, index)
-    _require(isinstance(resources, dict), f"{prefix}resources must be an object")
+def _resources(resources: Any) -> None:
+    _object(resources)
     for section in ("limits", "requests"):
-        _optional(resources, section, dict, f"{prefix}resources.")
-    _list_of_maps(resources, "claims", f"{prefix}resources.")
+        _optional(resources, section, dict)
+    _list_of_maps(resources, "claims")
 
 
-def _security_context(context: Any, list_name: str, index: int) -> None:
-    prefix = f"{_where(list_name, index)}securityContext."
-    _require(isinstance(context, dict), prefix[:-1] + " must be an object")
+def _security_context(context: Any) -> None:
+    _object(context)
     for key in _SECURITY_BOOLS:
-        _optional(context, key, bool, prefix)
-    _optional(context, "procMount", str, prefix)
-    capabilities = _optional(context, "capabilities", dict, prefix)
-    if capabilities:
-        for key in ("add", "drop"):
-            _string_list(capabilities, key, f"{prefix}capabilities.")
+        _optional(context, key, bool)
+    _optional(context, "procMount", str)
+    _part(context, "capabilities", _capabilities)
+
+
+def _capabilities(capabilities: Any) -> None:
+    _object(capabilities)
+    for key in ("add", "drop"):
+        _string_list(capabilities, key)
 
 
 # The string fields of env, envFrom and volumeMounts entries that the security rules read.
 _ENTRY_STRINGS = {"env": ("name", "value"), "envFrom": ("prefix",), "volumeMounts": ("name", "mountPath")}
 _ENTRY_MAPS = {"env": ("valueFrom",), "envFrom": ("configMapRef", "secretRef"), "volumeMounts": ()}
+_ENTRY_BOOLS = {"env": (), "envFrom": (), "volumeMounts": ("readOnly",)}
 
 
-def _entries(items: Any, key: str, list_name: str, index: int) -> None:
+def _entries(items: Any, key: str) -> None:
     if not (isinstance(items, list) and all(isinstance(item, dict) for item in items)):
-        raise ShapeError(f"{_where(list_name, index)}{key} must be a list of objects")
-    for position, item in enumerate(items):
-        for field in _ENTRY_STRINGS[key]:
-            value = item.get(field)
-            if value is not None and type(value) is not str:
-                raise ShapeError(f"{_where(list_name, index)}{key}[{position}].{field} must be a string")
-        for field in _ENTRY_MAPS[key]:
-            _optional(item, field, dict, f"{_where(list_name, index)}{key}[{position}].")
-        if key == "volumeMounts":
-            _optional(item, "readOnly", bool, f"{_where(list_name, index)}{key}[{position}].")
+        raise ShapeError("must be a list of objects", (key,))
+    _each(items, key, _ENTRY_CHECKS[key])
+
+
+def _entry(strings: tuple[str, ...], maps: tuple[str, ...], bools: tuple[str, ...]) -> Callable[[Any], None]:
+    def check(item: dict[str, Any]) -> None:
+        for field in strings:
+            _optional(item, field, str)
+        for field in maps:
+            _optional(item, field, dict)
+        for field in bools:
+            _optional(item, field, bool)
+
+    return check
+
+
+_ENTRY_CHECKS = {
+    key: _entry(_ENTRY_STRINGS[key], _ENTRY_MAPS[key], _ENTRY_BOOLS[key]) for key in _ENTRY_STRINGS
+}
 
 
 def _affinity(affinity: Any) -> None:
-    if affinity is None:
-        return
-    _require(isinstance(affinity, dict), "spec.affinity must be an object")
-    node = _optional(affinity, "nodeAffinity", dict, "spec.affinity.") or {}
-    required_key = "requiredDuringSchedulingIgnoredDuringExecution"
-    required = _optional(node, required_key, dict, "spec.affinity.nodeAffinity.") or {}
-    for index, term in enumerate(_list_of_maps(required, "nodeSelectorTerms")):
-        _list_of_maps(term, "matchExpressions", f"nodeSelectorTerms[{index}].")
-    preferred_key = "preferredDuringSchedulingIgnoredDuringExecution"
-    for index, item in enumerate(_list_of_maps(node, preferred_key)):
-        _optional(item, "preference", dict, f"{preferred_key}[{index}].")
+    _object(affinity)
+    _part(affinity, "nodeAffinity", _node_affinity)
 
 
-def _optional(parent: dict[str, Any], key: str, kind: type, prefix: str = "") -> Any:
+def _node_affinity(node: Any) -> None:
+    _object(node)
+    _part(node, "requiredDuringSchedulingIgnoredDuringExecution", _node_selector)
+    preferred = "preferredDuringSchedulingIgnoredDuringExecution"
+    _each(_list_of_maps(node, preferred), preferred, _weighted_term)
+
+
+def _node_selector(selector: Any) -> None:
+    _object(selector)
+    _each(_list_of_maps(selector, "nodeSelectorTerms"), "nodeSelectorTerms", _selector_term)
+
+
+def _selector_term(term: dict[str, Any]) -> None:
+    _list_of_maps(term, "matchExpressions")
+
+
+def _weighted_term(item: dict[str, Any]) -> None:
+    _optional(item, "preference", dict)
+
+
+def _object(value: Any) -> None:
+    if not isinstance(value, dict):
+        raise ShapeError("must be an object")
+
+
+def _optional(parent: dict[str, Any], key: str, kind: type) -> Any:
     value = parent.get(key)
     if value is None or type(value) is kind:
         return value
     if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
         return value
-    raise ShapeError(f"{prefix}{key} must be {_NAMES[kind]}")
+    raise ShapeError(f"must be {_NAMES[kind]}", (key,))
 
 
-def _list_of_maps(parent: dict[str, Any], key: str, prefix: str = "") -> list[dict[str, Any]]:
+def _list_of_maps(parent: dict[str, Any], key: str) -> list[dict[str, Any]]:
     value = parent.get(key)
     if value is None:
         return []
     if not (isinstance(value, list) and all(isinstance(v, dict) for v in value)):
-        raise ShapeError(f"{prefix}{key} must be a list of objects")
+        raise ShapeError("must be a list of objects", (key,))
     return list(value)
 
 
-def _string_list(parent: dict[str, Any], key: str, prefix: str) -> None:
+def _string_list(parent: dict[str, Any], key: str) -> None:
     value = parent.get(key)
     if value is None:
         return
     if not (isinstance(value, list) and all(type(v) is str for v in value)):
-        raise ShapeError(f"{prefix}{key} must be a list of strings")
+        raise ShapeError("must be a list of strings", (key,))
 
 
-def _string_map(parent: dict[str, Any], key: str, prefix: str) -> None:
+def _string_map(parent: dict[str, Any], key: str) -> None:
     value = parent.get(key)
     if value is None:
         return
     if not (isinstance(value, dict) and all(isinstance(v, str) for v in value.values())):
-        raise ShapeError(f"{prefix}{key} must map strings to strings")
-
-
-def _require(condition: bool, message: str) -> None:
-    if not condition:
-        raise ShapeError(message)
+        raise ShapeError("must map strings to strings", (key,))
 
 
 _NAMES = {dict: "an object", str: "a string", int: "an integer", list: "a list", bool: "a boolean"}

@@ -10,14 +10,31 @@ from webhook.match import Match
 from webhook.policy.engines import ConstraintSet, Engine
 from webhook.quota.policy import GPUQuota
 
-SharingMode: TypeAlias = Literal["exclusive", "timeslice", "mps", "mig", "hami", "kai"]
-SHARING_MODES: tuple[SharingMode, ...] = ("exclusive", "timeslice", "mps", "mig", "hami", "kai")
+SharingMode: TypeAlias = Literal["exclusive", "timeslice", "mps", "mig", "hami", "kai", "dra"]
+SHARING_MODES: tuple[SharingMode, ...] = ("exclusive", "timeslice", "mps", "mig", "hami", "kai", "dra")
+# mode dra: how the NVIDIA DRA driver shares the claimed device (its GpuConfig sharing strategies,
+# k8s-dra-driver-gpu api/nvidia.com/resource/v1beta1/sharing.go), or a MIG slice.
+DraStrategy: TypeAlias = Literal["Exclusive", "TimeSlicing", "MPS", "MIG"]
+DRA_STRATEGIES: tuple[DraStrategy, ...] = ("Exclusive", "TimeSlicing", "MPS", "MIG")
+# k8s-dra-driver-gpu api/nvidia.com/resource/v1beta1/sharing.go TimeSliceInterval values.
+TIME_SLICE_INTERVALS = ("Default", "Short", "Medium", "Long")
 MigStrategy: TypeAlias = Literal["mixed", "single"]
 MIG_STRATEGIES: tuple[MigStrategy, ...] = ("mixed", "single")
 # What MIG does with a container that asks for more than one GPU (a CUDA process sees one
 # MIG device): keep its whole GPUs (the default), deny it, or give it that many slices.
 MultiGpu: TypeAlias = Literal["wholeGpus", "deny", "slices"]
 MULTI_GPU_RULES: tuple[MultiGpu, ...] = ("wholeGpus", "deny", "slices")
+
+
+@dataclass(frozen=True)
+class Dra:
+    """mode dra: what the ResourceClaimTemplates that pods are pointed at ask the driver for."""
+
+    strategy: DraStrategy = "Exclusive"
+    device_class: str = "gpu.nvidia.com"
+    time_slice_interval: str | None = None
+    mps_thread_percentage: int | None = None
+    mps_pinned_memory: str | None = None  # a quantity, passed to the driver as written
 
 
 @dataclass(frozen=True)
@@ -37,6 +54,7 @@ class Sharing:
     # asking for its memory: GPUs per pod, and memory per GPU (MiB).
     max_gpus_per_pod: int | None = None
     max_memory_mib: int | None = None
+    dra: Dra | None = None
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.gpu import GPU_MODELS
-from webhook.policy.model import MIG_STRATEGIES, MULTI_GPU_RULES, SHARING_MODES
+from webhook.policy.model import (
+    DRA_STRATEGIES,
+    MIG_STRATEGIES,
+    MULTI_GPU_RULES,
+    SHARING_MODES,
+    TIME_SLICE_INTERVALS,
+)
 
 Schema = dict[str, Any]
 GROUP_VERSION = "gpuwebhook.io/v1alpha1"
@@ -82,6 +88,15 @@ SHARING = _object(
         "setGpuType": {"type": "boolean"},
         "maxGpusPerPod": {"type": "integer", "minimum": 1},
         "maxMemory": QUANTITY,
+        "strategy": {"enum": list(DRA_STRATEGIES)},
+        "deviceClassName": STRING,
+        "timeSlicing": _object({"interval": {"enum": list(TIME_SLICE_INTERVALS)}}),
+        "mps": _object(
+            {
+                "defaultActiveThreadPercentage": {"type": "integer", "minimum": 0, "maximum": 100},
+                "defaultPinnedDeviceMemoryLimit": QUANTITY,
+            }
+        ),
     },
     ("mode",),
 )

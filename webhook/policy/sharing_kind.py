@@ -10,10 +10,19 @@ from typing import Any
 import orjson
 
 from webhook import gpu, quantity
+from webhook.dra import devices
 from webhook.errors import PolicyProblem
 from webhook.match import LabelSelector, Match, SelectorError, check_glob
 from webhook.mutation.needs import PREFIX as OWN_PREFIX
-from webhook.policy.model import Checkpoint, Inject, Preference, PreferUnderutilized, Sharing, SharingPolicy
+from webhook.policy.model import (
+    Checkpoint,
+    Dra,
+    Inject,
+    Preference,
+    PreferUnderutilized,
+    Sharing,
+    SharingPolicy,
+)
 from webhook.policy.schemas import GPU_SHARING_POLICY
 from webhook.policy.source import Document, Path
 from webhook.policy.validate import schema_problems
@@ -24,6 +33,7 @@ _QUALIFIED = re.compile(
 )
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 MODES_WITH_MEMORY = ("mig", "hami", "kai")
+MODES_WITH_MODEL = ("mig", "hami", "kai", "dra")  # dra: only with strategy MIG (checked in _dra)
 SHARED_MODES = ("timeslice", "mps")
 SHARING_MODES_ONLY = ("timeslice", "mps", "mig", "hami", "kai")  # every mode but exclusive
 HOSTNAME = "kubernetes.io/hostname"
@@ -141,13 +151,15 @@ def _sharing(checker: _Checker, raw: Mapping[str, Any], path: Path) -> Sharing:
     mode = raw["mode"]
     _only_in(checker, raw, path, "resourceName", SHARED_MODES)
     _only_in(checker, raw, path, "failRequestsGreaterThanOne", SHARED_MODES)
-    _only_in(checker, raw, path, "gpuModel", MODES_WITH_MEMORY)
-    _only_in(checker, raw, path, "defaultMemory", MODES_WITH_MEMORY)
+    _only_in(checker, raw, path, "gpuModel", MODES_WITH_MODEL)
+    _only_in(checker, raw, path, "defaultMemory", MODES_WITH_MODEL)
     _only_in(checker, raw, path, "cores", MODES_WITH_MEMORY)
     _only_in(checker, raw, path, "migStrategy", ("mig",))
     _only_in(checker, raw, path, "multiGpu", ("mig",))
     _only_in(checker, raw, path, "setGpuType", ("hami",))
-    _only_in(checker, raw, path, "maxGpusPerPod", SHARING_MODES_ONLY)
+    _only_in(checker, raw, path, "maxGpusPerPod", (*SHARING_MODES_ONLY, "dra"))
+    for key in ("strategy", "deviceClassName", "timeSlicing", "mps"):
+        _only_in(checker, raw, path, key, ("dra",))
     _only_in(checker, raw, path, "maxMemory", SHARING_MODES_ONLY)
     resource = raw.get("resourceName", gpu.SHARED_GPU if mode in SHARED_MODES else None)
     if resource is not None:
@@ -165,6 +177,7 @@ def _sharing(checker: _Checker, raw: Mapping[str, Any], path: Path) -> Sharing:
         mode != "mig" or model is not None,
         "mig mode needs gpuModel, to choose from its profile table",
     )
+    dra = _dra(checker, raw, path) if mode == "dra" else None
     checker.check(
         (*path, "setGpuType"),
         not raw.get("setGpuType") or model in gpu.HAMI_CARD_TYPES,
@@ -195,6 +208,48 @@ def _sharing(checker: _Checker, raw: Mapping[str, Any], path: Path) -> Sharing:
         set_gpu_type=raw.get("setGpuType", False),
         max_gpus_per_pod=raw.get("maxGpusPerPod"),
         max_memory_mib=_max_memory(checker, raw, path, memory),
+        dra=dra,
+    )
+
+
+def _dra(checker: _Checker, raw: Mapping[str, Any], path: Path) -> Dra:
+    """mode dra: each GpuConfig section goes with its own strategy, as the driver requires
+    (k8s-dra-driver-gpu api/nvidia.com/resource/v1beta1/sharing.go GetTimeSlicingConfig/GetMpsConfig)."""
+    strategy = raw.get("strategy", "Exclusive")
+    for key, wanted in (("timeSlicing", "TimeSlicing"), ("mps", "MPS")):
+        checker.check(
+            (*path, key),
+            key not in raw or strategy == wanted,
+            f"applies only to strategy {wanted}, not {strategy}",
+        )
+    for key in ("gpuModel", "defaultMemory"):
+        checker.check(
+            (*path, key), key not in raw or strategy == "MIG", f"applies only to strategy MIG, not {strategy}"
+        )
+    checker.check(
+        (*path, "gpuModel"),
+        strategy != "MIG" or "gpuModel" in raw,
+        "strategy MIG needs gpuModel, to choose a profile",
+    )
+    default_class = devices.MIG_CLASS if strategy == "MIG" else devices.GPU_CLASS
+    device_class = raw.get("deviceClassName", default_class)
+    checker.check(
+        (*path, "deviceClassName"),
+        bool(_DNS_SUBDOMAIN.fullmatch(device_class)),
+        "must be a DNS subdomain name",
+    )
+    mps = raw.get("mps", {})
+    pinned = mps.get("defaultPinnedDeviceMemoryLimit")
+    if pinned is not None:
+        checker.parsed(
+            (*path, "mps", "defaultPinnedDeviceMemoryLimit"), lambda: quantity.parse_mib(pinned, "limit")
+        )
+    return Dra(
+        strategy=strategy,
+        device_class=device_class,
+        time_slice_interval=raw.get("timeSlicing", {}).get("interval"),
+        mps_thread_percentage=mps.get("defaultActiveThreadPercentage"),
+        mps_pinned_memory=None if pinned is None else str(pinned),
     )
 
 
@@ -222,7 +277,7 @@ def _default_memory(checker: _Checker, raw: Mapping[str, Any], path: Path, model
     mib = checker.parsed(where, lambda: quantity.parse_mib(raw["defaultMemory"], "defaultMemory"))
     if mib is not None and model is not None and mib > gpu.model_memory_mib(model):
         checker.fail(where, f"{raw['defaultMemory']} is more than a whole {model} holds")
-    elif mib is not None and model is not None and raw["mode"] == "mig":
+    elif mib is not None and model is not None and (raw["mode"] == "mig" or raw.get("strategy") == "MIG"):
         largest = gpu.largest_profile(model)
         checker.check(
             where,

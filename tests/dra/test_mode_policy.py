@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.policies import sharing_policy
 from webhook.errors import PolicyError
 from webhook.policy.loader import load_directory
 from webhook.policy.model import Dra
-from tests.support.policies import sharing_policy
 
 HEADER = "apiVersion: gpuwebhook.io/v1alpha1\nkind: GPUSharingPolicy\nmetadata:\n  name: p\nspec:\n"
 
@@ -29,7 +29,8 @@ HEADER = "apiVersion: gpuwebhook.io/v1alpha1\nkind: GPUSharingPolicy\nmetadata:\
             Dra("TimeSlicing", "gpu.nvidia.com", time_slice_interval="Long"),
         ),
         (
-            "{mode: dra, strategy: MPS, mps: {defaultActiveThreadPercentage: 50, defaultPinnedDeviceMemoryLimit: 10Gi}}",
+            "{mode: dra, strategy: MPS, mps: "
+            "{defaultActiveThreadPercentage: 50, defaultPinnedDeviceMemoryLimit: 10Gi}}",
             Dra("MPS", "gpu.nvidia.com", mps_thread_percentage=50, mps_pinned_memory="10Gi"),
         ),
         ("{mode: dra, strategy: MIG, gpuModel: A100-40GB}", Dra("MIG", "mig.nvidia.com")),

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from webhook import gpu
+from webhook.dra import templates
 from webhook.errors import AdmissionDenied
 from webhook.mutation import mig_nodes, resources
 from webhook.mutation.context import MutationContext
@@ -230,4 +231,57 @@ def _is_first_app_container(target: PodTarget, list_name: str, container: dict[s
     return list_name == "containers" and bool(app) and app[0] is container
 
 
-REWRITES: dict[str, Rewrite] = {"timeslice": rename, "mps": rename, "mig": mig, "hami": hami, "kai": kai}
+def dra(target: PodTarget, context: MutationContext) -> bool:
+    """nvidia.com/gpu: N becomes a claim on the policy's ResourceClaimTemplate for that shape.
+
+    Each container gets its own pod-level claim (a claim shared by containers shares its
+    devices). The template is named, never created, here: it exists beforehand (see
+    webhook/dra/templates.py). Idempotent: a rewritten container asks for no nvidia.com/gpu."""
+    policy = context.policy
+    asks = gpu_containers(target)
+    if not asks:
+        return False
+    profile = _dra_profile(target, context)
+    pod_claims = target.spec.setdefault("resourceClaims", [])
+    for _, container, ask in asks:
+        shape = templates.Shape(ask.count, profile)
+        name = templates.claim_name(str(container.get("name", "")))
+        template = templates.template_name(policy, shape)
+        resources.drop(container, gpu.GPU)
+        _use_claim(mapping(container, "resources"), name)
+        pod_claims[:] = [c for c in pod_claims if c.get("name") != name]
+        pod_claims.append({"name": name, "resourceClaimTemplateName": template})
+        context.warn(
+            f"{target.describe_container(container)}: {ask.count} GPU(s) through DRA, template {template}"
+        )
+    return True
+
+
+def _dra_profile(target: PodTarget, context: MutationContext) -> gpu.MigProfile | None:
+    sharing = context.policy.sharing
+    if sharing.dra is None or sharing.dra.strategy != "MIG":
+        return None
+    model = sharing.gpu_model or ""
+    memory = context.needs.memory_mib or sharing.default_memory_mib or 1
+    cores = context.needs.cores or sharing.cores
+    profile = gpu.fitting_profile(model, memory, cores)
+    if profile is None:
+        raise AdmissionDenied(_too_large(target, memory, cores, model))
+    context.warn(_explanation(model, memory, cores, profile))
+    return profile
+
+
+def _use_claim(container_resources: dict[str, Any], name: str) -> None:
+    claims = container_resources.setdefault("claims", [])
+    if not any(c.get("name") == name for c in claims):
+        claims.append({"name": name})
+
+
+REWRITES: dict[str, Rewrite] = {
+    "timeslice": rename,
+    "mps": rename,
+    "mig": mig,
+    "hami": hami,
+    "kai": kai,
+    "dra": dra,
+}

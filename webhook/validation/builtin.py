@@ -133,8 +133,10 @@ def _sharing_enforced(
         return [Finding(SHARING, "deny", str(e))]
     if needs.opt_out and policy.sharing.allow_opt_out:
         return []
-    # GPUs claimed through DRA are allocated by the DRA driver, outside any device-plugin sharing.
-    foreign = f"GPUs through DRA ({', '.join(claimed)})" if claimed else None
+    # GPUs claimed through DRA are allocated by the DRA driver, outside any device-plugin
+    # sharing; under mode dra a claim is exactly what the policy produces.
+    dra = policy.sharing.mode == "dra"
+    foreign = f"GPUs through DRA ({', '.join(claimed)})" if claimed and not dra else None
     foreign = foreign or _foreign_share(target, policy, shared_names)
     if foreign is not None:
         message = (

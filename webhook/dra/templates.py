@@ -1,0 +1,149 @@
+"""The ResourceClaimTemplates that `mode: dra` points pods at. Pure: builds objects, creates nothing.
+
+A template is named after the policy and the shape it serves (device count, MIG profile), so
+the rewrite at admission and the `dra templates` command agree on the name without talking.
+Its spec follows NVIDIA's k8s-dra-driver-gpu demo/specs/quickstart/v1/ (gpu-test-mps.yaml for
+the opaque GpuConfig, gpu-test4.yaml for the MIG profile selector).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from webhook import gpu
+from webhook.dra import devices
+from webhook.gpu import MigProfile
+from webhook.policy.model import Dra, SharingPolicy
+
+API_VERSION = "resource.k8s.io/v1"
+KIND = "ResourceClaimTemplate"
+MANAGED_BY = "app.kubernetes.io/managed-by"
+OURS = "gpu-webhook"
+POLICY_ANNOTATION = "gpuwebhook.io/policy"
+REQUEST = "gpu"
+# k8s-dra-driver-gpu api/nvidia.com/resource/v1beta1/gpuconfig.go and register.go.
+GPU_CONFIG_API_VERSION = "resource.nvidia.com/v1beta1"
+GPU_CONFIG_KIND = "GpuConfig"
+MAX_NAME = 63  # a DNS label: the name is also safe where only labels are allowed
+MAX_WHOLE_GPUS = 8  # the most GPUs a node carries, when the policy sets no maxGpusPerPod
+HASH_LENGTH = 8
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What one container asks for: `count` devices, each a whole GPU or the MIG `profile`."""
+
+    count: int
+    profile: MigProfile | None = None
+
+    @property
+    def label(self) -> str:
+        what = "gpu" if self.profile is None else "x" + _dns(self.profile.name)
+        return f"{self.count}{what}"
+
+
+def _dns(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def _short_hash(*parts: str) -> str:
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:HASH_LENGTH]
+
+
+def _dra(policy: SharingPolicy) -> Dra:
+    if policy.sharing.dra is None:
+        raise ValueError(f"policy {policy.name} is not a dra policy")
+    return policy.sharing.dra
+
+
+def template_name(policy: SharingPolicy, shape: Shape) -> str:
+    """<policy>-<shape>-<hash>, a DNS label of at most 63 characters. The hash covers the
+    device spec too: a template's spec is immutable, so a changed policy gets new names."""
+    spec = orjson.dumps(_claim_spec(_dra(policy), shape), option=orjson.OPT_SORT_KEYS).decode()
+    suffix = f"{shape.label}-{_short_hash(policy.name, shape.label, spec)}"
+    prefix = _dns(policy.name)[: MAX_NAME - len(suffix) - 1].strip("-")
+    return f"{prefix}-{suffix}" if prefix else suffix
+
+
+def claim_name(container_name: str) -> str:
+    """The pod-level resourceClaims entry for one container: a DNS label, unique per container."""
+    name = f"gpu-{container_name}"
+    if len(name) <= MAX_NAME:
+        return name
+    return f"{name[: MAX_NAME - HASH_LENGTH - 1].rstrip('-')}-{_short_hash(container_name)}"
+
+
+def template(policy: SharingPolicy, namespace: str, shape: Shape) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {
+            "name": template_name(policy, shape),
+            "namespace": namespace,
+            "labels": {MANAGED_BY: OURS},
+            "annotations": {POLICY_ANNOTATION: policy.name},
+        },
+        "spec": {"spec": _claim_spec(_dra(policy), shape)},
+    }
+
+
+def _claim_spec(dra: Dra, shape: Shape) -> dict[str, Any]:
+    exactly: dict[str, Any] = {
+        "deviceClassName": dra.device_class,
+        "allocationMode": devices.EXACT_COUNT,
+        "count": shape.count,
+    }
+    if shape.profile is not None:
+        expression = f"device.attributes['{devices.DRIVER}'].profile == '{shape.profile.name}'"
+        exactly["selectors"] = [{"cel": {"expression": expression}}]
+    spec: dict[str, Any] = {"requests": [{"name": REQUEST, "exactly": exactly}]}
+    sharing = _gpu_sharing(dra)
+    if sharing is not None:
+        parameters = {"apiVersion": GPU_CONFIG_API_VERSION, "kind": GPU_CONFIG_KIND, "sharing": sharing}
+        spec["config"] = [
+            {"requests": [REQUEST], "opaque": {"driver": devices.DRIVER, "parameters": parameters}}
+        ]
+    return {"devices": spec}
+
+
+def _gpu_sharing(dra: Dra) -> dict[str, Any] | None:
+    """GpuConfig.sharing (k8s-dra-driver-gpu api/nvidia.com/resource/v1beta1/sharing.go GpuSharing)."""
+    if dra.strategy == "TimeSlicing":
+        config = {} if dra.time_slice_interval is None else {"interval": dra.time_slice_interval}
+        return (
+            {"strategy": "TimeSlicing", "timeSlicingConfig": config}
+            if config
+            else {"strategy": "TimeSlicing"}
+        )
+    if dra.strategy == "MPS":
+        mps: dict[str, Any] = {}
+        if dra.mps_thread_percentage is not None:
+            mps["defaultActiveThreadPercentage"] = dra.mps_thread_percentage
+        if dra.mps_pinned_memory is not None:
+            mps["defaultPinnedDeviceMemoryLimit"] = dra.mps_pinned_memory
+        return {"strategy": "MPS", "mpsConfig": mps} if mps else {"strategy": "MPS"}
+    return None
+
+
+def shapes(policy: SharingPolicy) -> Iterator[Shape]:
+    """Every shape the rewrite can produce under the policy: 1..maxGpusPerPod devices (1..8
+    without it), of whole GPUs, or of each plain MIG profile of the policy's model."""
+    dra = _dra(policy)
+    counts = range(1, (policy.sharing.max_gpus_per_pod or MAX_WHOLE_GPUS) + 1)
+    if dra.strategy != "MIG":
+        yield from (Shape(count) for count in counts)
+        return
+    profiles = [p for p in gpu.MIG_PROFILES[policy.sharing.gpu_model or ""] if p.plain]
+    for profile in profiles:
+        yield from (Shape(count, profile) for count in counts)
+
+
+def templates_for(policy: SharingPolicy, namespace: str) -> list[dict[str, Any]]:
+    """Every template a pod in `namespace` under this policy may be pointed at."""
+    return [template(policy, namespace, shape) for shape in shapes(policy)]

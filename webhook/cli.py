@@ -11,7 +11,7 @@ from pathlib import Path
 
 from webhook import __version__, certs, kubeversion, manifests
 from webhook.audit.commands import add_audit_commands, add_audit_serve_options, audit_settings
-from webhook.commands import advise, policies, probe, review, scan, test
+from webhook.commands import advise, dra, policies, probe, review, scan, test
 from webhook.config import (
     DEFAULT_MAX_STALENESS_SECONDS,
     DEFAULT_NAMESPACE,
@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_quota_commands(commands)
     advise.add_parser(commands)
     probe.add_parser(commands)
+    dra.add_parser(commands)
     return parser
 
 

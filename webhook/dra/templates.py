@@ -8,9 +8,10 @@ the opaque GpuConfig, gpu-test4.yaml for the MIG profile selector).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,3 +148,22 @@ def shapes(policy: SharingPolicy) -> Iterator[Shape]:
 def templates_for(policy: SharingPolicy, namespace: str) -> list[dict[str, Any]]:
     """Every template a pod in `namespace` under this policy may be pointed at."""
     return [template(policy, namespace, shape) for shape in shapes(policy)]
+
+
+def could_apply(policy: SharingPolicy, namespace: str, namespace_labels: Mapping[str, str]) -> bool:
+    """Whether a dra policy can match some pod in the namespace (pod selectors aside: some pod
+    there may carry the labels)."""
+    match = dataclasses.replace(policy.match, object_selector=None)
+    return policy.sharing.mode == "dra" and match.matches(namespace, namespace_labels, {})
+
+
+def needed(
+    policies: Iterable[SharingPolicy], namespace: str, namespace_labels: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """Every template that the dra policies which can apply in `namespace` may point pods at."""
+    return [
+        t
+        for policy in policies
+        if could_apply(policy, namespace, namespace_labels)
+        for t in templates_for(policy, namespace)
+    ]

@@ -1,0 +1,108 @@
+"""mode dra through the installed webhook configurations, as kube-apiserver dispatches them, against
+a server given the printed templates as its inventory (what `serve --inventory` reads)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import BUNDLED_POLICIES
+from tests.support.cel import CelProcess
+from tests.support.dispatch import Dispatcher, Request, in_process
+from tests.support.policies import sharing_policy
+from tests.support.schema import assert_valid
+from webhook.commands.common import offline_deps
+from webhook.dra import templates
+from webhook.inventory import Inventory
+from webhook.policy.loader import load_directory
+from webhook.quota.policy import parse_quota
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIGURATIONS = [
+    REPO / "manifests" / "base" / name for name in ("mutatingwebhook.yaml", "validatingwebhook.yaml")
+]
+NS = "dra-team"
+POLICIES = {
+    strategy: sharing_policy(
+        f"priority: 1000\nmatch: {{namespaces: [{NS}], podSelector: {{matchLabels: {{strategy: {strategy}}}}}}}\n"
+        f"sharing: {{mode: dra, strategy: {strategy}, maxGpusPerPod: 4{extra}}}",
+        name=f"dra-{strategy.lower()}",
+    )
+    for strategy, extra in (
+        ("Exclusive", ""),
+        ("TimeSlicing", ", timeSlicing: {interval: Short}"),
+        ("MPS", ", mps: {defaultActiveThreadPercentage: 25}"),
+        ("MIG", ", gpuModel: H100-80GB, defaultMemory: 10Gi"),
+    )
+}
+QUOTA = {
+    "apiVersion": "gpuwebhook.io/v1alpha1",
+    "kind": "GPUQuota",
+    "metadata": {"name": "dra-team"},
+    "spec": {"match": {"namespaces": [NS]}, "limits": {"gpus": 3}},
+}
+
+
+@pytest.fixture(scope="module")
+def dispatcher() -> Iterator[Dispatcher]:
+    policies = load_directory(BUNDLED_POLICIES)
+    ours = tuple(POLICIES.values())
+    quota = parse_quota(QUOTA, "quota.yaml", lambda _: 1)
+    policies = dataclasses.replace(
+        policies, sharing=(*ours, *policies.sharing), quotas=(*policies.quotas, quota)
+    )
+    printed = templates.needed(ours, NS, {"kubernetes.io/metadata.name": NS})
+    deps = offline_deps(policies, Inventory("dra-mode", tuple(printed)))
+    configurations = [yaml.safe_load(path.read_text()) for path in CONFIGURATIONS]
+    cel = CelProcess()
+    yield Dispatcher(configurations, cel, in_process(deps))
+    cel.close()
+
+
+def _pod(strategy: str, count: int) -> dict[str, Any]:
+    container = {
+        "name": "train",
+        "image": "registry.example.com/cuda:12",
+        "resources": {"limits": {"nvidia.com/gpu": str(count)}},
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": NS, "labels": {"strategy": strategy}},
+        "spec": {"containers": [container]},
+    }
+
+
+@pytest.mark.parametrize("strategy", POLICIES)
+def test_whole_gpus_become_a_claim_on_a_printed_template(dispatcher: Dispatcher, strategy: str) -> None:
+    outcome = dispatcher.admit(Request("CREATE", _pod(strategy, 2)))
+    assert outcome.allowed, outcome.message
+    final = outcome.object
+    assert final is not None
+    assert_valid(final)
+    container = final["spec"]["containers"][0]
+    assert "nvidia.com/gpu" not in container["resources"].get("limits", {})
+    (claim,) = container["resources"]["claims"]
+    (entry,) = [c for c in final["spec"]["resourceClaims"] if c["name"] == claim["name"]]
+    printed = {t["metadata"]["name"] for t in templates.templates_for(POLICIES[strategy], NS)}
+    assert entry["resourceClaimTemplateName"] in printed
+    again = dispatcher.admit(Request("CREATE", final))
+    assert again.allowed and again.object == final  # idempotent
+
+
+def test_claimed_gpus_are_held_to_quota(dispatcher: Dispatcher) -> None:
+    outcome = dispatcher.admit(Request("CREATE", _pod("Exclusive", 4)))
+    assert not outcome.allowed and 'GPU quota "dra-team" exceeded' in outcome.message
+
+
+def test_a_template_nobody_printed_is_named(dispatcher: Dispatcher) -> None:
+    pod = _pod("Exclusive", 1)
+    pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "dra-exclusive-9gpu-0"}]
+    outcome = dispatcher.admit(Request("CREATE", pod))
+    assert not outcome.allowed and "dra-exclusive-9gpu-0" in outcome.message

@@ -29,7 +29,8 @@ CONFIGURATIONS = [
 NS = "dra-team"
 POLICIES = {
     strategy: sharing_policy(
-        f"priority: 1000\nmatch: {{namespaces: [{NS}], podSelector: {{matchLabels: {{strategy: {strategy}}}}}}}\n"
+        "priority: 1000\n"
+        f"match: {{namespaces: [{NS}], podSelector: {{matchLabels: {{strategy: {strategy}}}}}}}\n"
         f"sharing: {{mode: dra, strategy: {strategy}, maxGpusPerPod: 4{extra}}}",
         name=f"dra-{strategy.lower()}",
     )

@@ -249,6 +249,7 @@ def dra(target: PodTarget, context: MutationContext) -> bool:
         template = templates.template_name(policy, shape)
         resources.drop(container, gpu.GPU)
         _use_claim(mapping(container, "resources"), name)
+        _drop_empty_sections(container)
         pod_claims[:] = [c for c in pod_claims if c.get("name") != name]
         pod_claims.append({"name": name, "resourceClaimTemplateName": template})
         context.warn(
@@ -269,6 +270,13 @@ def _dra_profile(target: PodTarget, context: MutationContext) -> gpu.MigProfile 
         raise AdmissionDenied(_too_large(target, memory, cores, model))
     context.warn(_explanation(model, memory, cores, profile))
     return profile
+
+
+def _drop_empty_sections(container: dict[str, Any]) -> None:
+    container_resources = container["resources"]
+    for section in resources.SECTIONS:
+        if container_resources.get(section) == {}:
+            del container_resources[section]
 
 
 def _use_claim(container_resources: dict[str, Any], name: str) -> None:

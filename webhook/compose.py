@@ -15,6 +15,7 @@ from webhook.audit.setup import build_recorder
 from webhook.clusterstate import ClusterState, build_cluster_state
 from webhook.config import Settings
 from webhook.decision import Decision
+from webhook.dra import templates
 from webhook.dra.served import unserved
 from webhook.gatekeeper_data import namespace_inventory, static_inventory
 from webhook.metrics import Metrics
@@ -131,11 +132,23 @@ def _readiness(
         missing = unserved(store.current.shared_names, cluster.cache.allocatable, cluster.cache.dra())
         if missing:  # informational: the webhook works; the rewritten pods would stay Pending
             checks["resources"] = f"no node and no DeviceClass serves {', '.join(missing)}"
+        absent = _missing_templates(store, cluster)
+        if absent:  # informational too: pods pointed at them would be denied, naming the template
+            checks["dra_templates"] = templates.missing_summary(absent)
         if capacity is not None:
             checks["utilization"] = capacity.status(time.time())  # informational: never gates readiness
         return Readiness(ready=store.loaded and cluster_ready, checks=checks)
 
     return readiness
+
+
+def _missing_templates(store: PolicyStore, cluster: ClusterState) -> list[str]:
+    policies = store.current.sharing
+    if not any(p.sharing.mode == "dra" for p in policies):
+        return []
+    cache = cluster.cache
+    namespaces = {name: cache.namespace_labels(name) for name in cache.namespaces()}
+    return templates.missing(policies, namespaces, cache.dra())
 
 
 def engine_factory(settings: Settings) -> EngineFactory:

@@ -19,6 +19,7 @@ import orjson
 
 from webhook import gpu
 from webhook.dra import devices
+from webhook.dra.index import DraIndex
 from webhook.gpu import MigProfile
 from webhook.policy.model import Dra, SharingPolicy
 
@@ -167,3 +168,27 @@ def needed(
         if could_apply(policy, namespace, namespace_labels)
         for t in templates_for(policy, namespace)
     ]
+
+
+def missing(
+    policies: Iterable[SharingPolicy], namespaces: Mapping[str, Mapping[str, str]], index: DraIndex
+) -> list[str]:
+    """`namespace/name` of every needed template the synced index does not hold (none while it
+    has not listed templates yet: then nothing is known to be missing)."""
+    if not index.synced:
+        return []
+    dra_policies = [p for p in policies if p.sharing.mode == "dra"]
+    return [
+        f"{namespace}/{t['metadata']['name']}"
+        for namespace, labels in sorted(namespaces.items())
+        for t in needed(dra_policies, namespace, labels)
+        if not index.template_devices(namespace, t["metadata"]["name"])[0]
+    ]
+
+
+def missing_summary(names: list[str], shown: int = 5) -> str:
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return (
+        f"{len(names)} ResourceClaimTemplate(s) for mode dra missing: {', '.join(names[:shown])}{more} "
+        "(print them with `gpu-webhook dra templates`)"
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import functools
 import logging
@@ -40,6 +41,12 @@ def build_service(settings: Settings) -> Service:
     watcher = PolicyWatcher(store, settings.policy_check_seconds)
     cluster = build_cluster_state(settings)
     register_quota_gauges(metrics, cluster, lambda: store.current.quotas)
+    metrics.add_gauges(
+        "gpu_webhook_dra_templates_missing",
+        "ResourceClaimTemplates that mode dra policies need and the cluster state lacks.",
+        ("namespace",),
+        lambda: _missing_by_namespace(store, cluster),
+    )
     capacity = _capacity_cache(settings, metrics, store)
     inventory = (
         static_inventory(settings.inventory) if settings.inventory else namespace_inventory(cluster.cache)
@@ -149,6 +156,11 @@ def _missing_templates(store: PolicyStore, cluster: ClusterState) -> list[str]:
     cache = cluster.cache
     namespaces = {name: cache.namespace_labels(name) for name in cache.namespaces()}
     return templates.missing(policies, namespaces, cache.dra())
+
+
+def _missing_by_namespace(store: PolicyStore, cluster: ClusterState) -> list[tuple[tuple[str], float]]:
+    counts = collections.Counter(name.split("/", 1)[0] for name in _missing_templates(store, cluster))
+    return [((namespace,), float(count)) for namespace, count in sorted(counts.items())]
 
 
 def engine_factory(settings: Settings) -> EngineFactory:

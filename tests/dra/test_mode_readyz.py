@@ -1,4 +1,4 @@
-"""/readyz names the ResourceClaimTemplates mode dra needs that the cluster state lacks."""
+"""/readyz and /metrics name the ResourceClaimTemplates mode dra needs that the cluster state lacks."""
 
 from __future__ import annotations
 
@@ -60,5 +60,8 @@ def test_readyz_names_missing_templates(cert_dir: Path, tmp_path: Path) -> None:
         assert text.startswith("1 ResourceClaimTemplate(s) for mode dra missing: ")
         assert f"team-a/{absent['metadata']['name']}" in text
         assert present["metadata"]["name"] not in text
+        metrics = server.client().request("GET", "/metrics").body.decode()
+        assert 'gpu_webhook_dra_templates_missing{namespace="team-a"} 1.0' in metrics
+        assert 'namespace="other"' not in metrics.split("gpu_webhook_dra_templates_missing", 1)[1]
     finally:
         server.stop()

@@ -109,3 +109,9 @@ def test_sharing_enforced_accepts_claims_and_denies_whole_gpus_under_dra() -> No
     assert [f.message for f in whole if "requires dra sharing" in f.message]
     sliced = builtin.check(PodTarget(pod(gpus("1", resource="nvidia.com/mig-1g.5gb")), "Pod", "p"), MPS, ())
     assert [f.message for f in sliced if "the MIG slice" in f.message]
+
+
+def test_the_warning_names_the_template_review_shows() -> None:
+    result = mutate_object(pod(gpus("2")), MPS)
+    name = templates.template_name(MPS, templates.Shape(2))
+    assert any(w.endswith(f"needs ResourceClaimTemplate {name}") for w in result.warnings), result.warnings

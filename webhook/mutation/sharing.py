@@ -253,7 +253,8 @@ def dra(target: PodTarget, context: MutationContext) -> bool:
         pod_claims[:] = [c for c in pod_claims if c.get("name") != name]
         pod_claims.append({"name": name, "resourceClaimTemplateName": template})
         context.warn(
-            f"{target.describe_container(container)}: {ask.count} GPU(s) through DRA, template {template}"
+            f"{target.describe_container(container)}: {ask.count} GPU(s) through DRA: "
+            f"needs ResourceClaimTemplate {template}"
         )
     return True
 

@@ -19,6 +19,7 @@ from webhook.decision import Decision
 from webhook.dra import templates
 from webhook.dra.served import unserved
 from webhook.gatekeeper_data import namespace_inventory, static_inventory
+from webhook.match import glob_matches
 from webhook.metrics import Metrics
 from webhook.policy.loader import EngineFactory, regopy_engine
 from webhook.policy.store import PolicyStore
@@ -45,7 +46,7 @@ def build_service(settings: Settings) -> Service:
         "gpu_webhook_dra_templates_missing",
         "ResourceClaimTemplates that mode dra policies need and the cluster state lacks.",
         ("namespace",),
-        lambda: _missing_by_namespace(store, cluster),
+        lambda: _missing_by_namespace(store, cluster, settings.excluded_namespaces),
     )
     capacity = _capacity_cache(settings, metrics, store)
     inventory = (
@@ -85,7 +86,7 @@ def build_service(settings: Settings) -> Service:
         review=run_review,
         # Strict quota calls the Kubernetes API from any review: never on the loop.
         review_now=None if strict else functools.partial(run_review, may_block=False),
-        readiness=_readiness(store, cluster, capacity),
+        readiness=_readiness(store, cluster, capacity, settings.excluded_namespaces),
         metrics=metrics,
         max_body_bytes=settings.max_body_bytes,
         failure_mode=settings.failure_mode,
@@ -129,7 +130,7 @@ def _with_scan(service: Service, scan: PeriodicScan) -> Service:
 
 
 def _readiness(
-    store: PolicyStore, cluster: ClusterState, capacity: CapacityCache | None
+    store: PolicyStore, cluster: ClusterState, capacity: CapacityCache | None, exempt: tuple[str, ...]
 ) -> Callable[[], Readiness]:
     def readiness() -> Readiness:
         cluster_ready, cluster_text = cluster.readiness()
@@ -139,7 +140,7 @@ def _readiness(
         missing = unserved(store.current.shared_names, cluster.cache.allocatable, cluster.cache.dra())
         if missing:  # informational: the webhook works; the rewritten pods would stay Pending
             checks["resources"] = f"no node and no DeviceClass serves {', '.join(missing)}"
-        absent = _missing_templates(store, cluster)
+        absent = _missing_templates(store, cluster, exempt)
         if absent:  # informational too: pods pointed at them would be denied, naming the template
             checks["dra_templates"] = templates.missing_summary(absent)
         if capacity is not None:
@@ -149,17 +150,23 @@ def _readiness(
     return readiness
 
 
-def _missing_templates(store: PolicyStore, cluster: ClusterState) -> list[str]:
+def _missing_templates(store: PolicyStore, cluster: ClusterState, exempt: tuple[str, ...]) -> list[str]:
+    """Pods in exempt namespaces never reach the webhook: they need no templates."""
     policies = store.current.sharing
     if not any(p.sharing.mode == "dra" for p in policies):
         return []
     cache = cluster.cache
-    namespaces = {name: cache.namespace_labels(name) for name in cache.namespaces()}
+    namespaces = {
+        name: cache.namespace_labels(name) for name in cache.namespaces() if not glob_matches(exempt, name)
+    }
     return templates.missing(policies, namespaces, cache.dra())
 
 
-def _missing_by_namespace(store: PolicyStore, cluster: ClusterState) -> list[tuple[tuple[str], float]]:
-    counts = collections.Counter(name.split("/", 1)[0] for name in _missing_templates(store, cluster))
+def _missing_by_namespace(
+    store: PolicyStore, cluster: ClusterState, exempt: tuple[str, ...]
+) -> list[tuple[tuple[str], float]]:
+    missing = _missing_templates(store, cluster, exempt)
+    counts = collections.Counter(name.split("/", 1)[0] for name in missing)
     return [((namespace,), float(count)) for namespace, count in sorted(counts.items())]
 
 

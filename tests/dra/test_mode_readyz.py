@@ -43,11 +43,16 @@ def test_readyz_names_missing_templates(cert_dir: Path, tmp_path: Path) -> None:
     (policies / "whole.yaml").write_text(POLICY)
     present, absent = templates.templates_for(COMPILED, "team-a")
     inventory = tmp_path / "inventory.yaml"
-    inventory.write_text(yaml.safe_dump_all([_namespace("team-a"), _namespace("other"), present]))
+    inventory.write_text(
+        yaml.safe_dump_all([_namespace("team-a"), _namespace("team-exempt"), _namespace("other"), present])
+    )
     home = tmp_path / "home"
     home.mkdir()
     server = start_server(
-        ["--cert-dir", str(cert_dir), "--policies", str(policies), "--inventory", str(inventory)],
+        [
+            *("--cert-dir", str(cert_dir), "--policies", str(policies), "--inventory", str(inventory)),
+            *("--exclude-namespaces", "kube-system,team-exempt"),
+        ],
         ca_file=cert_dir / "ca.crt",
         env={"HOME": str(home), "KUBECONFIG": ""},
     )
@@ -62,6 +67,8 @@ def test_readyz_names_missing_templates(cert_dir: Path, tmp_path: Path) -> None:
         assert present["metadata"]["name"] not in text
         metrics = server.client().request("GET", "/metrics").body.decode()
         assert 'gpu_webhook_dra_templates_missing{namespace="team-a"} 1.0' in metrics
-        assert 'namespace="other"' not in metrics.split("gpu_webhook_dra_templates_missing", 1)[1]
+        missing = metrics.split("gpu_webhook_dra_templates_missing", 1)[1]
+        assert 'namespace="other"' not in missing and 'namespace="team-exempt"' not in missing
+        assert "team-exempt" not in text  # its pods never reach the webhook
     finally:
         server.stop()

@@ -6,7 +6,9 @@ STAMP := $(VENV)/.installed
 DEV_CERTS := certs/dev
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: run test lint typecheck unit fuzz soak clean
+PORT ?= 8443
+
+.PHONY: run test lint typecheck unit fuzz soak clean policies-configmap
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "gpu-webhook needs Python 3.11 or newer")'
@@ -18,15 +20,16 @@ $(STAMP): pyproject.toml
 $(DEV_CERTS)/tls.crt: | $(STAMP)
 	$(BIN)/gpu-webhook certs generate --out $(DEV_CERTS) --service gpu-webhook --namespace gpu-system --force
 
+# `make run PORT=9443` serves on another port.
 run: $(STAMP) $(DEV_CERTS)/tls.crt
 	@echo
-	@echo "gpu-webhook is starting on https://127.0.0.1:8443 with the policies in policies/."
+	@echo "gpu-webhook is starting on https://127.0.0.1:$(PORT) with the policies in policies/."
 	@echo "Send a sample review from another terminal:"
 	@echo
 	@echo "  curl --cacert $(DEV_CERTS)/ca.crt -H 'Content-Type: application/json' \\"
-	@echo "       --data @examples/review-gpu-pod.json https://127.0.0.1:8443/mutate"
+	@echo "       --data @examples/review-gpu-pod.json https://127.0.0.1:$(PORT)/mutate"
 	@echo
-	$(BIN)/gpu-webhook serve
+	$(BIN)/gpu-webhook serve --port $(PORT)
 
 test: lint typecheck unit
 
@@ -39,6 +42,11 @@ typecheck: $(STAMP)
 
 unit: $(STAMP) $(DEV_CERTS)/tls.crt
 	$(BIN)/pytest
+
+# After editing policies/security: regenerate the base's policies ConfigMap, which kustomize
+# overlays ship (kustomize may not read files outside manifests/). A test fails until it is in sync.
+policies-configmap: $(STAMP)
+	$(BIN)/python -m webhook.bundle manifests/base/policies-configmap.yaml
 
 # On demand: coverage-guided fuzzing of the review path with atheris.
 # FUZZ_TARGET=review (raw bodies) or structured (valid reviews with parts replaced); FUZZ_SECONDS each.

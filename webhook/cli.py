@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, NoReturn, cast
 
 from webhook import __version__, certs, kubeversion, manifests
 from webhook.audit.commands import add_audit_commands, add_audit_serve_options, audit_settings
@@ -21,7 +22,7 @@ from webhook.config import (
     EXEMPT_NAMESPACES,
     Settings,
 )
-from webhook.errors import WebhookError
+from webhook.errors import ConfigError, WebhookError
 from webhook.quota.commands import add_quota_commands
 from webhook.utilization.options import add_serve_options, serve_settings
 
@@ -29,12 +30,42 @@ ENV_PREFIX = "GPU_WEBHOOK_"
 Command = Callable[[argparse.Namespace], int]
 
 
+# A reader that closed the pipe (`gpu-webhook … | head`) ends the command as SIGPIPE would.
+EXIT_CLOSED_PIPE = 128 + 13
+
+
+class Parser(argparse.ArgumentParser):
+    """No abbreviations: `--name` must never silently become `--namespace`. Subcommands inherit
+    the class (argparse builds them with the parser's own type)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
+class _CheckingParser(Parser):
+    """Raises instead of printing usage and exiting: for checking arguments we do not run."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(message)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        _discard_stdout()
+        return EXIT_CLOSED_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     command: Command = args.command
     try:
-        return command(args)
+        code = command(args)
+        sys.stdout.flush()  # here, not at exit, so a closed pipe is caught by main()
+        return code
     except WebhookError as e:
         print(f"gpu-webhook: {e}", file=sys.stderr)
         return 2
@@ -42,17 +73,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot raise again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gpu-webhook", description="Admission webhook for GPU workloads.")
+    parser = Parser(prog="gpu-webhook", description="Admission webhook for GPU workloads.")
     parser.add_argument("--version", action="version", version=f"gpu-webhook {__version__}")
-    commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
+    # Typed as plain ArgumentParser subparsers for the modules that add to them; they are Parsers.
+    commands = cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        parser.add_subparsers(title="commands", required=True, metavar="COMMAND"),
+    )
     _add_serve(commands)
     _add_certs(commands)
     review.add_parser(commands)
     scan.add_parser(commands)
     test.add_parser(commands)
     policies.add_parser(commands)
-    manifests.add_command(commands)
+    manifests.add_command(commands, check_serve_args=check_serve_args)
     add_audit_commands(commands)
     add_quota_commands(commands)
     advise.add_parser(commands)
@@ -66,8 +108,25 @@ def env(name: str, default: str | None = None) -> str | None:
     return os.environ.get(ENV_PREFIX + name.upper().replace("-", "_"), default)
 
 
+def check_serve_args(args: Sequence[str]) -> None:
+    """ConfigError if `gpu-webhook serve ARGS` would stop at its argument parsing."""
+    parser = _CheckingParser(prog="gpu-webhook serve")
+    _add_serve_options(parser)
+    try:
+        parser.parse_args(list(args))
+    except ConfigError as e:
+        raise ConfigError(
+            f"the server would not start, `gpu-webhook serve` refuses its arguments: {e}"
+        ) from e
+
+
 def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = commands.add_parser("serve", help="serve /mutate and /validate over HTTPS")
+    _add_serve_options(serve)
+    serve.set_defaults(command=_serve)
+
+
+def _add_serve_options(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--host", default=env("host", "127.0.0.1"))
     serve.add_argument("--port", type=int, default=env("port", "8443"))
     serve.add_argument("--cert-dir", type=Path, default=env("cert-dir"), help="reads tls.crt and tls.key")
@@ -156,7 +215,6 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_audit_serve_options(serve, env)
     _add_cluster_options(serve)
     add_serve_options(serve, env)
-    serve.set_defaults(command=_serve)
 
 
 def _add_engine_options(serve: argparse.ArgumentParser) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 import yaml
 
+from webhook import yaml_errors
 from webhook.cache import NAMESPACES, PODS, ClusterCache
 from webhook.dra.index import GROUP, KIND_OF
 from webhook.dra.served import allocatable_names
@@ -134,9 +135,9 @@ def _documents(text: str, source: str) -> Iterator[Any]:
     try:
         yield from yaml.safe_load_all(text)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{source}{where}: invalid YAML: {getattr(e, 'problem', e)}") from e
+        trouble = yaml_errors.describe(e, text)
+        where = f":{trouble.line}" if trouble.line else ""
+        raise ConfigError(f"{source}{where}: not valid YAML: {trouble.reason}") from e
 
 
 def _flatten(document: Any, where: str) -> Iterator[KubeObject]:

@@ -2,7 +2,8 @@
 
 The kustomize base is the single source: this module reads its files in kustomization order and
 only fills in what a plain base cannot know (namespace, image, replicas, the TLS Secret, the
-caBundle, the policy files), so `kubectl kustomize manifests/base` and this output cannot drift.
+caBundle, a team's own policy files), so `kubectl kustomize manifests/base` and this output cannot
+drift. The policies ConfigMap always carries the security bundle the package ships (bundle.py).
 """
 
 from __future__ import annotations
@@ -14,16 +15,17 @@ import datetime as dt
 import json
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
-from webhook import certs
+from webhook import bundle, certs
 from webhook.config import DEFAULT_NAMESPACE, GPU_STACK_NAMESPACES
 from webhook.errors import CertError, ConfigError
+from webhook.policy.model import PolicySet
 
 Manifest = dict[str, Any]
 FailurePolicy = Literal["Fail", "Ignore"]
@@ -32,9 +34,7 @@ KUSTOMIZATION = "kustomization.yaml"
 BASE_NAMESPACE = "gpu-system"
 WORKLOADS_WEBHOOK = "workloads.validate.gpuwebhook.io"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
-KEY_SEPARATOR = "__"
-CONFIGMAP_MAX_BYTES = 1024 * 1024
-_CONFIGMAP_KEY = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
+SERVER = "StatefulSet"
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 _PACKAGED_BASE = Path(__file__).resolve().parent / "base_manifests"
@@ -85,9 +85,9 @@ def render(options: RenderOptions, base: list[Manifest] | None = None) -> list[M
     _check_namespace(options.namespace)
     for obj in objects:
         _move_namespace(obj, BASE_NAMESPACE, options.namespace)
-    deployment = find(objects, "Deployment")
-    _configure_deployment(deployment, options)
-    _fit_quota(find(objects, "ResourceQuota"), deployment["spec"]["replicas"])
+    server = find(objects, SERVER)
+    _configure_server(server, options)
+    _fit_quota(find(objects, "ResourceQuota"), server["spec"]["replicas"])
     _set_failure_policy(objects, WORKLOADS_WEBHOOK, options.workloads_failure_policy)
     if options.policies is not None:
         find(objects, "ConfigMap")["data"] = dict(options.policies)
@@ -97,11 +97,11 @@ def render(options: RenderOptions, base: list[Manifest] | None = None) -> list[M
 
 
 def _add_certificates(objects: list[Manifest], cert_dir: Path, namespace: str) -> None:
-    """The TLS Secret the Deployment mounts, placed before it, and the CA in every caBundle."""
+    """The TLS Secret the server mounts, placed before it, and the CA in every caBundle."""
     check_serving_cert(cert_dir, find(objects, "Service")["metadata"]["name"], namespace)
     for webhook in webhooks(objects):
         webhook["clientConfig"]["caBundle"] = certs.ca_bundle(cert_dir)
-    secret = tls_secret(cert_dir, _tls_secret_name(find(objects, "Deployment")), namespace)
+    secret = tls_secret(cert_dir, _tls_secret_name(find(objects, SERVER)), namespace)
     objects.insert(objects.index(find(objects, "ConfigMap")) + 1, secret)
 
 
@@ -131,32 +131,6 @@ def set_flag(args: list[str], flag: str, value: str) -> list[str]:
     kept = [arg for i, arg in enumerate(args) if i not in positions[1:]]
     kept[positions[0]] = setting
     return kept
-
-
-def policies_data(directory: Path) -> dict[str, str]:
-    """Every policy file as a ConfigMap entry. Keys cannot hold `/`: a/b/c.yaml becomes a__b__c.yaml."""
-    if not directory.is_dir():
-        raise ConfigError(f"policy directory {directory} does not exist")
-    data: dict[str, str] = {}
-    for path in sorted(directory.rglob("*")):
-        relative = path.relative_to(directory)
-        if not path.is_file() or any(part.startswith(".") for part in relative.parts):
-            continue
-        key = configmap_key(relative.parts)
-        if key in data:
-            raise ConfigError(f"{path}: two policy files flatten to the ConfigMap key {key!r}; rename one")
-        data[key] = _read_text(path)
-    size = sum(len(k) + len(v.encode()) for k, v in data.items())
-    if size > CONFIGMAP_MAX_BYTES:
-        raise ConfigError(f"policies in {directory} take {size} bytes; a ConfigMap holds at most 1 MiB")
-    return data
-
-
-def configmap_key(parts: tuple[str, ...]) -> str:
-    key = KEY_SEPARATOR.join(parts)
-    if not _CONFIGMAP_KEY.fullmatch(key):
-        raise ConfigError(f"{'/'.join(parts)}: a ConfigMap key may hold only letters, digits, '-', '_', '.'")
-    return key
 
 
 def tls_secret(cert_dir: Path, name: str, namespace: str) -> Manifest:
@@ -207,16 +181,22 @@ def _move_namespace(node: Any, old: str, new: str) -> None:
             _move_namespace(item, old, new)
 
 
-def _configure_deployment(deployment: Manifest, options: RenderOptions) -> None:
+def server_args(objects: list[Manifest]) -> list[str]:
+    """The `gpu-webhook serve` arguments the rendered install runs with."""
+    args: list[str] = find(objects, SERVER)["spec"]["template"]["spec"]["containers"][0]["args"]
+    return args
+
+
+def _configure_server(server: Manifest, options: RenderOptions) -> None:
     if options.replicas is not None:
-        deployment["spec"]["replicas"] = options.replicas
-    container = deployment["spec"]["template"]["spec"]["containers"][0]
+        server["spec"]["replicas"] = options.replicas
+    container = server["spec"]["template"]["spec"]["containers"][0]
     if options.image is not None:
         container["image"] = options.image
     # Never review our own namespace or our own requests, wherever we are installed: no deadlock.
     exempt = ("kube-system", options.namespace, *GPU_STACK_NAMESPACES)
     container["args"] = set_flag(container["args"], "--exclude-namespaces", ",".join(exempt))
-    account = deployment["spec"]["template"]["spec"].get("serviceAccountName", "gpu-webhook")
+    account = server["spec"]["template"]["spec"].get("serviceAccountName", "gpu-webhook")
     own = f"system:serviceaccount:{options.namespace}:{account}"
     container["args"] = set_flag(container["args"], "--own-username", own)
     for flag, value in options.serve_flags.items():
@@ -234,8 +214,8 @@ def _set_failure_policy(objects: list[Manifest], name: str, policy: FailurePolic
     webhook["failurePolicy"] = policy
 
 
-def _tls_secret_name(deployment: Manifest) -> str:
-    volumes = deployment["spec"]["template"]["spec"]["volumes"]
+def _tls_secret_name(server: Manifest) -> str:
+    volumes = server["spec"]["template"]["spec"]["volumes"]
     (name,) = (volume["secret"]["secretName"] for volume in volumes if "secret" in volume)
     return str(name)
 
@@ -243,13 +223,6 @@ def _tls_secret_name(deployment: Manifest) -> str:
 def _check_namespace(namespace: str) -> None:
     if not _DNS_LABEL.fullmatch(namespace):
         raise ConfigError(f"namespace {namespace!r} is not a valid DNS label")
-
-
-def _read_text(path: Path) -> str:
-    try:
-        return _read_bytes(path).decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{path}: policy files must be UTF-8 text") from e
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -261,12 +234,17 @@ def _read_bytes(path: Path) -> bytes:
 
 # The command line. cli.py registers it with one call, keeping this feature's flags in one place.
 
+ArgsCheck = Callable[[Sequence[str]], None]
 
-def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+
+def add_command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], check_serve_args: ArgsCheck
+) -> None:
     parser = commands.add_parser(
         "manifests",
         help="print the Kubernetes install as multi-document YAML",
-        description="Print the install (manifests/base with everything filled in) for `kubectl apply -f -`.",
+        description="Print the install (manifests/base with everything filled in) for `kubectl apply -f -`. "
+        "The policies ConfigMap holds the default security bundle, plus your own policies with --policies.",
     )
     parser.add_argument("--namespace", default=DEFAULT_NAMESPACE, help="where the webhook runs")
     parser.add_argument(
@@ -277,7 +255,23 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     parser.add_argument("--image", help="container image; default: the base's")
     parser.add_argument("--replicas", type=_at_least_one, help="default: the base's")
     parser.add_argument(
-        "--policies", type=Path, help="policy directory for the ConfigMap; default: ./policies"
+        "--policies",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a directory of your own policies (GPU sharing, quotas, more constraints), shipped beside "
+        "the security bundle; repeatable. Test suites (*.test.yaml) in it are left out",
+    )
+    parser.add_argument(
+        "--no-security-bundle",
+        action="store_true",
+        help="leave the default security bundle out, for a team that ships its own copy with --policies",
+    )
+    parser.add_argument(
+        "--allow-empty-policies",
+        action="store_true",
+        help="render even when no policy would be shipped (the webhook would then enforce nothing)",
     )
     parser.add_argument(
         "--workloads-failure-policy",
@@ -291,42 +285,47 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         default=[],
         metavar="FLAG=VALUE",
         type=_flag_assignment,
-        help="set a `gpu-webhook serve` flag in the Deployment, e.g. log-level=debug; repeatable",
+        help="set a `gpu-webhook serve` flag in the StatefulSet, e.g. log-level=debug; repeatable",
     )
-    parser.set_defaults(command=_run)
+    parser.set_defaults(command=lambda args: _run(args, check_serve_args))
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, check_serve_args: ArgsCheck) -> int:
+    shipment = bundle.ship(args.policies, bundle=not args.no_security_bundle)
+    policies = bundle.compile_shipment(shipment)
+    if bundle.is_empty(policies) and not args.allow_empty_policies:
+        raise ConfigError(
+            "no policies to ship: the webhook would sit in every pod creation and enforce nothing. "
+            "Keep the security bundle, give --policies DIR, or pass --allow-empty-policies"
+        )
     options = RenderOptions(
         namespace=args.namespace,
         image=args.image,
         replicas=args.replicas,
         cert_dir=args.cert_dir,
-        policies=_policies_option(args.policies),
+        policies=shipment.data,
         workloads_failure_policy=args.workloads_failure_policy,
         serve_flags=dict(args.serve_flag),
     )
-    for note in _notes(options):
+    objects = render(options)
+    check_serve_args(server_args(objects))
+    for note in _notes(options, shipment, policies):
         print(f"gpu-webhook manifests: {note}", file=sys.stderr)
-    sys.stdout.write(to_yaml(render(options)))
+    sys.stdout.write(to_yaml(objects))
     return 0
 
 
-def _policies_option(directory: Path | None) -> dict[str, str] | None:
-    if directory is not None:
-        return policies_data(directory)
-    default = Path("policies")
-    return policies_data(default) if default.is_dir() else None
-
-
-def _notes(options: RenderOptions) -> list[str]:
-    notes = []
+def _notes(options: RenderOptions, shipment: bundle.Shipment, policies: PolicySet) -> list[str]:
+    notes = [f"left out {reason}" for reason in shipment.skipped]
+    constraints = len(policies.constraints) if policies.constraints is not None else 0
+    notes.append(
+        f"policies: {len(shipment.data)} files; constraints: {constraints}, "
+        f"GPU sharing policies: {len(policies.sharing)}, GPU quotas: {len(policies.quotas)}"
+    )
     if options.cert_dir is None:
         notes.append(
             "no --cert-dir: no TLS Secret and no caBundle are rendered; cert-manager or you must provide them"
         )
-    if options.policies is None:
-        notes.append("no --policies and no ./policies: the policies ConfigMap is empty")
     if options.replicas == 1:
         notes.append("one replica is not highly available: GPU pods cannot start while it restarts")
     return notes

@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 import yaml
 
+from webhook import yaml_errors
 from webhook.errors import ConfigError
 from webhook.types import KubeObject
 
@@ -31,7 +32,9 @@ def _documents(text: str, path: Path) -> list[Any]:
     try:
         return [doc for doc in yaml.safe_load_all(text) if doc is not None]
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: invalid YAML: {e}") from e
+        trouble = yaml_errors.describe(e, text)
+        where = f"{path}:{trouble.line}" if trouble.line else str(path)
+        raise ConfigError(f"{where}: not valid YAML: {trouble.reason}") from e
 
 
 def _flatten(documents: list[Any]) -> Iterator[KubeObject]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from webhook.validation import gatekeeper
 from webhook.validation.gatekeeper import Constraint, ConstraintTemplate, Where
 
 POLICY_SUFFIXES = (".yaml", ".yml")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 Compiler = Callable[[Document], tuple[Any, list[PolicyProblem]]]
 EngineFactory = Callable[[Sequence[ConstraintTemplate], Sequence[Constraint]], Engine]
 
@@ -70,20 +72,33 @@ def policy_files(directory: Path) -> list[Path]:
 
 def load_directory(directory: Path, engine: EngineFactory = regopy_engine) -> PolicySet:
     files = policy_files(directory)
+    return load_sources([(str(path), path.read_bytes()) for path in files], engine, root=str(directory))
+
+
+def load_sources(
+    sources: Sequence[tuple[str, bytes]], engine: EngineFactory = regopy_engine, *, root: str = ""
+) -> PolicySet:
+    """Compile policy files given as (name, content): from a directory, or from a rendered ConfigMap.
+
+    Every problem of every file is found in one pass and raised together as a PolicyError.
+    The version digests the names (relative to `root`) and contents, so an identical set loaded
+    from anywhere gets the same version.
+    """
     digest = hashlib.sha256()
     documents: list[Document] = []
     problems: list[PolicyProblem] = []
-    for path in files:
-        text = path.read_bytes()
-        digest.update(str(path.relative_to(directory)).encode() + b"\0" + text + b"\0")
-        found, trouble = read_file(path, text)
+    for name, text in sources:
+        relative = name[len(root) :].lstrip("/") if root and name.startswith(root) else name
+        digest.update(relative.encode() + b"\0" + text + b"\0")
+        found, trouble = read_file(Path(name), text)
         documents += found
         problems += trouble
     compiled, trouble = compile_documents(documents, engine)
     problems += trouble
     if problems:
         raise PolicyError(problems)
-    return dataclasses.replace(compiled, version=digest.hexdigest()[:16], files=tuple(str(f) for f in files))
+    names = tuple(name for name, _ in sources)
+    return dataclasses.replace(compiled, version=digest.hexdigest()[:16], files=names)
 
 
 def read_file(path: Path, text: bytes) -> tuple[list[Document], list[PolicyProblem]]:
@@ -98,11 +113,16 @@ def read_file(path: Path, text: bytes) -> tuple[list[Document], list[PolicyProbl
 def compile_documents(
     documents: list[Document], engine: EngineFactory = regopy_engine
 ) -> tuple[PolicySet, list[PolicyProblem]]:
-    """Every policy in `documents`, by kind (version and files are the caller's to set)."""
+    """Every policy in `documents`, by kind (version and files are the caller's to set).
+
+    Names are checked for every document of our own kinds, whether or not the rest of it
+    compiles, so a broken policy's bad or duplicate name is reported in the same pass.
+    """
     sharing: list[SharingPolicy] = []
     quotas: list[GPUQuota] = []
     problems: list[PolicyProblem] = []
     gatekeeper_documents: list[Document] = []
+    ours: list[Document] = []
     for document in documents:
         key = (document.api_version, document.kind)
         if key in NOT_POLICIES:
@@ -114,18 +134,20 @@ def compile_documents(
         if compiler is None:
             problems.append(document.problem(("kind",), _unknown_kind(document)))
             continue
+        ours.append(document)
         compiled, trouble = compiler(document)
         problems += trouble
+        if not any(p.path == "metadata.name" and p.file == document.file for p in trouble):
+            problems += _name_problems(document)
         if isinstance(compiled, SharingPolicy):
             sharing.append(compiled)
         elif isinstance(compiled, GPUQuota):
             quotas.append(compiled)
-    problems += _duplicate_names("GPUSharingPolicy", [(p.name, p.file) for p in sharing])
-    problems += _duplicate_names("GPUQuota", [(q.name, q.file) for q in quotas])
+    problems += _duplicate_names(ours)
     ordered = tuple(sorted(sharing, key=lambda p: (-p.priority, p.name)))
     constraints, rego, trouble = _compile_gatekeeper(gatekeeper_documents, engine)
     policies = PolicySet(sharing=ordered, quotas=tuple(quotas), constraints=constraints, engine=rego)
-    return policies, problems + trouble
+    return policies, sorted(problems + trouble, key=_reading_order)
 
 
 def _compile_gatekeeper(
@@ -159,15 +181,31 @@ def _unknown_kind(document: Document) -> str:
     return f"unknown kind {document.kind!r} in {document.api_version!r}; known: {known}"
 
 
-def _duplicate_names(kind: str, named: list[tuple[str, str]]) -> list[PolicyProblem]:
-    first: dict[str, str] = {}
+def _name_problems(document: Document) -> list[PolicyProblem]:
+    if _DNS_SUBDOMAIN.fullmatch(document.name):
+        return []
+    return [document.problem(("metadata", "name"), f"must be a lower-case DNS name, got {document.name!r}")]
+
+
+def _duplicate_names(documents: list[Document]) -> list[PolicyProblem]:
+    """A second document of a kind with a name already taken, pointing at both places."""
+    first: dict[tuple[str, str], Document] = {}
     problems = []
-    for name, file in named:
-        if name in first:
-            reason = f"{kind} {name!r} is also defined in {first[name]}"
-            problems.append(PolicyProblem(file, 0, "metadata.name", reason))
-        first.setdefault(name, file)
+    for document in documents:
+        key = (document.kind, document.name)
+        if not document.name:
+            continue
+        if key in first:
+            other = first[key]
+            where = f"{other.file}:{other.line_of(('metadata', 'name'))}"
+            reason = f"{document.kind} {document.name!r} is also defined at {where}"
+            problems.append(document.problem(("metadata", "name"), reason))
+        first.setdefault(key, document)
     return problems
+
+
+def _reading_order(problem: PolicyProblem) -> tuple[str, int]:
+    return (problem.file, problem.line)
 
 
 def _hidden(path: Path, root: Path) -> bool:

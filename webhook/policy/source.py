@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from webhook import yaml_errors
 from webhook.errors import PolicyProblem
 
 Path = tuple[str | int, ...]
@@ -64,7 +65,7 @@ def parse_path(text: str) -> Path:
 
 
 def parse_documents(text: str, file: str) -> list[Document]:
-    """Every non-empty document in a YAML stream; raises PolicyProblemError on bad YAML."""
+    """Every non-empty document in a YAML stream; raises YamlError, in plain words, on bad YAML."""
     loader = yaml.SafeLoader(text)
     documents = []
     try:
@@ -79,7 +80,7 @@ def parse_documents(text: str, file: str) -> list[Document]:
             duplicates = tuple(_index(node, (), lines))
             documents.append(Document(file, data, node.start_mark.line + 1, lines, duplicates))
     except yaml.YAMLError as e:
-        raise YamlError(_yaml_problem(file, e)) from e
+        raise YamlError(_yaml_problem(file, e, text)) from e
     finally:
         loader.dispose()
     return documents
@@ -108,8 +109,7 @@ def _index(node: yaml.Node, path: Path, lines: dict[Path, int]) -> Iterator[Path
             yield from _index(item, (*path, index), lines)
 
 
-def _yaml_problem(file: str, error: yaml.YAMLError) -> PolicyProblem:
-    mark = getattr(error, "problem_mark", None)
-    line = mark.line + 1 if mark is not None else 0
-    reason = getattr(error, "problem", None) or str(error)
-    return PolicyProblem(file, line, "", f"invalid YAML: {reason}")
+def _yaml_problem(file: str, error: yaml.YAMLError, text: str) -> PolicyProblem:
+    trouble = yaml_errors.describe(error, text)
+    column = f" (column {trouble.column})" if trouble.column else ""
+    return PolicyProblem(file, trouble.line, "", f"not valid YAML: {trouble.reason}{column}")

@@ -34,7 +34,7 @@ def test_entrypoint_is_serve() -> None:
 
 def test_runs_as_the_user_the_deployment_expects() -> None:
     user, _, group = _instruction(FINAL, "USER").partition(":")
-    pod = one(load_base(), "Deployment")["spec"]["template"]["spec"]["securityContext"]
+    pod = one(load_base(), "StatefulSet")["spec"]["template"]["spec"]["securityContext"]
     assert (int(user), int(group)) == (pod["runAsUser"], pod["runAsGroup"])
     assert int(user) != 0
 

@@ -126,7 +126,7 @@ def test_cert_manager_injects_the_serving_ca_into_every_webhook(cert_manager_ins
 
 
 def test_cert_manager_issues_the_secret_the_deployment_mounts(cert_manager_install: list[Manifest]) -> None:
-    spec = one(cert_manager_install, "Deployment")["spec"]["template"]["spec"]
+    spec = one(cert_manager_install, "StatefulSet")["spec"]["template"]["spec"]
     (mounted,) = (v["secret"]["secretName"] for v in spec["volumes"] if "secret" in v)
     certificates = {
         obj["spec"]["secretName"]: obj["spec"] for obj in cert_manager_install if obj["kind"] == "Certificate"

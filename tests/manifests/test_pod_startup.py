@@ -29,7 +29,7 @@ def install(cert_dir: Path) -> list[Manifest]:
 
 def _lay_out_volumes(install: list[Manifest], root: Path) -> dict[str, Path]:
     """Write each mounted volume's files under root; return mountPath -> local directory."""
-    spec = one(install, "Deployment")["spec"]["template"]["spec"]
+    spec = one(install, "StatefulSet")["spec"]["template"]["spec"]
     volumes = {volume["name"]: volume for volume in spec["volumes"]}
     local: dict[str, Path] = {}
     for mount in spec["containers"][0]["volumeMounts"]:
@@ -52,7 +52,7 @@ def pod(
     install: list[Manifest], cert_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServerProcess]:
     local = _lay_out_volumes(install, tmp_path_factory.mktemp("pod"))
-    args: list[str] = one(install, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    args: list[str] = one(install, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]["args"]
     for arg in list(args):
         flag, _, value = arg.partition("=")
         for mount_path, directory in local.items():
@@ -66,7 +66,7 @@ def pod(
 
 @pytest.mark.parametrize("path", ["/healthz", "/readyz"])
 def test_probes_answer(install: list[Manifest], pod: ServerProcess, path: str) -> None:
-    container = one(install, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    container = one(install, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]
     assert path in {container[p]["httpGet"]["path"] for p in ("readinessProbe", "livenessProbe")}
     reply = pod.client().request("GET", path)
     assert reply.status == 200, reply.body

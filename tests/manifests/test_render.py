@@ -32,7 +32,7 @@ def _parse(text: str) -> list[Manifest]:
 
 
 def _args(objects: list[Manifest]) -> list[str]:
-    args: list[str] = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    args: list[str] = one(objects, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]["args"]
     return args
 
 
@@ -121,7 +121,7 @@ def test_bad_options_are_errors(tmp_path: Path, args: list[str], message: str) -
 
 def test_replicas_image_and_quota() -> None:
     objects = render(RenderOptions(replicas=12, image="registry.example/gpu-webhook@sha256:" + "0" * 64))
-    deployment = one(objects, "Deployment")
+    deployment = one(objects, "StatefulSet")
     assert deployment["spec"]["replicas"] == 12
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"].startswith("registry.example/")
     assert int(one(objects, "ResourceQuota")["spec"]["hard"]["pods"]) >= 13
@@ -248,7 +248,7 @@ def test_the_base_is_a_plain_list_of_every_file() -> None:
 def test_the_base_image_is_this_release() -> None:
     from webhook import __version__
 
-    image = one(load_base(), "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"]
+    image = one(load_base(), "StatefulSet")["spec"]["template"]["spec"]["containers"][0]["image"]
     assert image.endswith(":" + __version__)
 
 

@@ -57,7 +57,7 @@ def test_the_namespace_comes_first_and_webhooks_last(rendered: list[Manifest]) -
 
 def test_validation_rejects_an_unknown_field(rendered: list[Manifest]) -> None:
     """Strict mode is what makes the check above worth anything."""
-    deployment = one(rendered, "Deployment")
+    deployment = one(rendered, "StatefulSet")
     broken: dict[str, Any] = {**deployment, "spec": {**deployment["spec"], "replica": 2}}
     with pytest.raises(kubernetes_validate.ValidationError):
         validate(broken, KUBERNETES_VERSIONS[-1])

@@ -21,7 +21,7 @@ POLICY_DIR = Path("/etc/gpu-webhook/policies")
 
 @pytest.fixture(scope="module")
 def pod_spec(rendered: list[Manifest]) -> Spec:
-    spec: Spec = one(rendered, "Deployment")["spec"]["template"]["spec"]
+    spec: Spec = one(rendered, "StatefulSet")["spec"]["template"]["spec"]
     return spec
 
 
@@ -33,7 +33,7 @@ def webhook_container(pod_spec: Spec) -> Spec:
 
 
 def test_highly_available(rendered: list[Manifest], pod_spec: Spec) -> None:
-    spec = one(rendered, "Deployment")["spec"]
+    spec = one(rendered, "StatefulSet")["spec"]
     assert spec["replicas"] >= 2
     assert spec["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
     assert pod_spec["priorityClassName"] == "system-cluster-critical"
@@ -50,7 +50,7 @@ def test_priority_class_is_admitted_by_a_scoped_quota(rendered: list[Manifest]) 
     quota = one(rendered, "ResourceQuota")["spec"]
     (scope,) = quota["scopeSelector"]["matchExpressions"]
     assert scope == {"scopeName": "PriorityClass", "operator": "In", "values": ["system-cluster-critical"]}
-    assert int(quota["hard"]["pods"]) > one(rendered, "Deployment")["spec"]["replicas"]
+    assert int(quota["hard"]["pods"]) > one(rendered, "StatefulSet")["spec"]["replicas"]
 
 
 @pytest.mark.parametrize(("probe", "path"), [("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")])
@@ -137,7 +137,7 @@ def test_the_server_is_started_with_flags_it_knows(webhook_container: Spec) -> N
 
 
 def test_service_and_network_policy_expose_only_the_https_port(rendered: list[Manifest]) -> None:
-    deployment = one(rendered, "Deployment")
+    deployment = one(rendered, "StatefulSet")
     (port,) = one(rendered, "Service")["spec"]["ports"]
     assert (port["port"], port["targetPort"], port["protocol"]) == (443, "https", "TCP")
     assert one(rendered, "Service")["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
@@ -206,7 +206,7 @@ def test_namespaced_role_covers_the_ledger_and_the_scan_lease(rendered: list[Man
 
 
 def test_the_deployment_scans_hourly(rendered: list[Manifest]) -> None:
-    args = one(rendered, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    args = one(rendered, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--scan-interval=3600" in args
 
 
@@ -224,7 +224,7 @@ def test_bindings_grant_our_service_account_only(rendered: list[Manifest], bindi
     assert bound["subjects"] == [
         {"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}
     ]
-    assert one(rendered, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == account["name"]
+    assert one(rendered, "StatefulSet")["spec"]["template"]["spec"]["serviceAccountName"] == account["name"]
 
 
 def test_the_namespace_enforces_the_restricted_pod_security_standard(rendered: list[Manifest]) -> None:

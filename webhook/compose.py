@@ -108,7 +108,7 @@ def build_service(settings: Settings) -> Service:
         service = dataclasses.replace(
             service,
             record=recorder.record,
-            on_startup=(*service.on_startup, writer.start),
+            on_startup=(*service.on_startup, recorder.start),
             on_shutdown=(writer.close, *service.on_shutdown),
         )
     sink = audit[1].journal.append if audit is not None else None

@@ -84,6 +84,8 @@ class Settings:
     audit_checkpoint_records: int = 1000
     audit_checkpoint_seconds: float = 60.0
     audit_failure_mode: FailureMode = "closed"
+    audit_replica: str = ""  # the stable replica name a `start` record gives (pod name); "" = hostname
+    audit_node: str = ""  # the node it runs on, for the same record
     inventory: Path | None = None
     kubernetes_version: str | None = None  # --kubernetes-version; None: ask the API server
     quota_consistency: QuotaConsistency = "per-replica"

@@ -91,6 +91,15 @@ _RULES = (
         r"could not determine a constructor for the tag '([^']*)'",
         "the tag '\\1' is not allowed here; remove it or quote the value",
     ),
+    _Rule(
+        r"expected the node content, but found '<stream end>'",
+        "the file ends where a value was expected: a '[' or '{' that is never closed, or a key "
+        "with nothing after it",
+    ),
+    _Rule(
+        r"expected the node content, but found '(.)'",
+        "a value cannot start with '\\1' here; put the value in quotes",
+    ),
     _Rule(r"found unhashable key", "a list or mapping used as a key; keys must be plain values"),
     _Rule(r"found duplicate key", "a key appears twice in the same mapping"),
 )

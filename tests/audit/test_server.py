@@ -38,8 +38,13 @@ def gpu_pod_with_secret(index: int) -> dict[str, Any]:
     return pod
 
 
-def logged(log: Path) -> list[Record]:
+def every_record(log: Path) -> list[Record]:
     return [orjson.loads(line.data) for path in expand([log]) for line in read_file(path) if line.complete]
+
+
+def logged(log: Path) -> list[Record]:
+    """The decision records (each worker also writes a `start` record when it opens the log)."""
+    return [record for record in every_record(log) if record["type"] == "decision"]
 
 
 @pytest.fixture
@@ -164,10 +169,12 @@ def test_workers_share_one_chain(cert_dir: Path, log: Path) -> None:
         server.stop()
     result = verify(expand([log]), from_genesis=True)
     assert result.ok, result.describe()
-    assert result.records == 30
+    assert result.records == 30 + 2  # and a `start` record per worker
     # Each worker accepts on its own socket, and every request here is a new connection: the
     # kernel spreads them, so both workers write (all 30 on one has odds of 2 in a billion).
     assert len({r["instance"] for r in logged(log)}) == 2
+    starts = [r for r in every_record(log) if r["type"] == "start"]
+    assert {r["instance"] for r in starts} == {r["instance"] for r in logged(log)}
 
 
 def test_signed_checkpoints_from_a_running_server(cert_dir: Path, log: Path, tmp_path: Path) -> None:

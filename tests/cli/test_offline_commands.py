@@ -104,7 +104,7 @@ def test_bad_input_files_are_a_clear_error(tmp_path: Path) -> None:
     broken = tmp_path / "broken.yaml"
     broken.write_text("a: [")
     result = gpu_webhook("review", str(broken), "--policies", str(BUNDLED_POLICIES))
-    assert result.returncode == 2 and "invalid YAML" in result.stderr and "Traceback" not in result.stderr
+    assert result.returncode == 2 and "not valid YAML" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_shipped_example_suites_pass() -> None:

@@ -66,7 +66,7 @@ def test_objects_without_a_namespace_land_in_default() -> None:
         ("apiVersion: v1\nmetadata: {name: a}\n", "without a kind"),
         ("apiVersion: v1\nkind: Pod\nmetadata: {}\n", "without metadata.name"),
         ("- 1\n", "expected a Kubernetes object"),
-        ("apiVersion: v1\nkind: Pod\nmetadata: [\n", "inv:4: invalid YAML"),
+        ("apiVersion: v1\nkind: Pod\nmetadata: [\n", "inv:4: not valid YAML: the file ends where a value"),
         ("---\nkind: Pod\n", "inv: document 1"),
     ],
 )

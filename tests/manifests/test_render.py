@@ -10,17 +10,17 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.manifests.conftest import TEAM_SHARING
 from tests.manifests.objects import REPO, one, run_cli, webhooks_by_name
 from webhook import certs
+from webhook.bundle import CONFIGMAP_MAX_BYTES, ship
 from webhook.errors import CertError, ConfigError
 from webhook.manifests import (
-    CONFIGMAP_MAX_BYTES,
     Manifest,
     RenderOptions,
     base_directory,
     check_serving_cert,
     load_base,
-    policies_data,
     render,
     set_flag,
     to_yaml,
@@ -83,19 +83,77 @@ def test_without_certificates_nothing_secret_is_rendered(tmp_path: Path) -> None
     result = run_cli(cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "no --cert-dir" in result.stderr
-    assert "policies ConfigMap is empty" in result.stderr
     objects = _parse(result.stdout)
     assert all(obj["kind"] != "Secret" for obj in objects)
     assert all("caBundle" not in hook["clientConfig"] for hook in webhooks_by_name(objects).values())
-    assert one(objects, "ConfigMap")["data"] == {}
 
 
-def test_policies_default_to_the_working_directory(tmp_path: Path) -> None:
-    (tmp_path / "policies").mkdir()
-    (tmp_path / "policies" / "gpu.yaml").write_text("kind: X\n")
-    result = run_cli(cwd=tmp_path)
-    assert "policies ConfigMap is empty" not in result.stderr
-    assert one(_parse(result.stdout), "ConfigMap")["data"] == {"gpu.yaml": "kind: X\n"}
+@pytest.mark.parametrize("where", ["elsewhere", "repo"])
+def test_the_security_bundle_is_shipped_wherever_it_is_run(tmp_path: Path, where: str) -> None:
+    """From any directory, and from the checkout whose policies/ holds the demo examples and
+    suites: the ConfigMap is the packaged bundle, and only that."""
+    cwd = REPO if where == "repo" else tmp_path
+    if where == "elsewhere":
+        (tmp_path / "policies").mkdir()
+        (tmp_path / "policies" / "gpu.yaml").write_text("kind: X\n")
+    result = run_cli(cwd=cwd)
+    assert result.returncode == 0, result.stderr
+    data = one(_parse(result.stdout), "ConfigMap")["data"]
+    assert data == ship([]).data
+    assert data and all(key.startswith("security__") for key in data)
+    assert not any(".test." in key or "example" in key for key in data)
+    assert "constraints: 12, GPU sharing policies: 0, GPU quotas: 0" in result.stderr
+
+
+def test_the_packaged_bundle_is_what_the_checkout_holds() -> None:
+    shipped = ship([]).data
+    on_disk = {
+        "security__" + "__".join(path.relative_to(REPO / "policies" / "security").parts): path.read_text()
+        for path in sorted((REPO / "policies" / "security").rglob("*.yaml"))
+    }
+    assert shipped == on_disk
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--no-security-bundle",),
+        ("--no-security-bundle", "--policies", "EMPTY"),
+    ],
+)
+def test_an_empty_policy_set_is_refused_unless_asked_for(tmp_path: Path, args: tuple[str, ...]) -> None:
+    (tmp_path / "EMPTY").mkdir()
+    refused = run_cli(*args, cwd=tmp_path)
+    assert refused.returncode == 2 and "enforce nothing" in refused.stderr and not refused.stdout
+    allowed = run_cli(*args, "--allow-empty-policies", cwd=tmp_path)
+    assert allowed.returncode == 0, allowed.stderr
+    assert one(_parse(allowed.stdout), "ConfigMap")["data"] == {}
+
+
+@pytest.mark.parametrize("directory", ["policies", "policies/examples"])
+def test_the_demo_policies_are_refused(directory: str) -> None:
+    result = run_cli("--policies", str(REPO / directory))
+    assert result.returncode == 2 and "demo policies" in result.stderr and not result.stdout
+
+
+def test_a_team_directory_ships_beside_the_bundle_without_its_suites(tmp_path: Path) -> None:
+    team = _write(
+        tmp_path / "team",
+        {"gpu.yaml": TEAM_SHARING, "gpu.test.yaml": "kind: PolicyTest\n", "README.md": "notes"},
+    )
+    result = run_cli("--policies", str(team))
+    assert result.returncode == 0, result.stderr
+    data = one(_parse(result.stdout), "ConfigMap")["data"]
+    assert data == {**ship([]).data, "gpu.yaml": TEAM_SHARING}
+    assert "GPU sharing policies: 1" in result.stderr
+    assert "gpu.test.yaml: a test suite" in result.stderr
+
+
+def test_a_team_directory_that_does_not_compile_is_refused(tmp_path: Path) -> None:
+    team = _write(tmp_path / "team", {"gpu.yaml": TEAM_SHARING.replace("timeslice", "magic")})
+    result = run_cli("--policies", str(team))
+    assert result.returncode == 2 and not result.stdout
+    assert f"{team / 'gpu.yaml'}:6: spec.sharing.mode" in result.stderr
 
 
 def test_a_named_policy_directory_must_exist(tmp_path: Path) -> None:
@@ -170,7 +228,7 @@ def test_render_does_not_change_the_base_it_is_given() -> None:
 
 
 def test_output_is_what_to_yaml_gives(tmp_path: Path) -> None:
-    assert run_cli(cwd=tmp_path).stdout == to_yaml(render(RenderOptions()))
+    assert run_cli(cwd=tmp_path).stdout == to_yaml(render(RenderOptions(policies=ship([]).data)))
 
 
 # Policy files become ConfigMap keys.
@@ -191,7 +249,8 @@ def _write(root: Path, files: dict[str, str | bytes]) -> Path:
     ("files", "expected"),
     [
         ({"a.yaml": "x"}, {"a.yaml": "x"}),
-        ({"team/a.yaml": "x", "team/rego/b.rego": "y"}, {"team__a.yaml": "x", "team__rego__b.rego": "y"}),
+        ({"team/a.yaml": "x", "team/rego/b.yml": "y"}, {"team__a.yaml": "x", "team__rego__b.yml": "y"}),
+        ({"a.yaml": "x", "notes.md": "y", "lib.rego": "z", "a.test.yaml": "t"}, {"a.yaml": "x"}),
         ({".hidden.yaml": "x", ".git/config": "y", "ok.yml": "z"}, {"ok.yml": "z"}),
         ({}, {}),
     ],
@@ -199,7 +258,7 @@ def _write(root: Path, files: dict[str, str | bytes]) -> Path:
 def test_policy_files_are_flattened(
     tmp_path: Path, files: dict[str, str | bytes], expected: dict[str, str]
 ) -> None:
-    assert policies_data(_write(tmp_path, files)) == expected
+    assert _data(_write(tmp_path, files)) == expected
 
 
 def test_a_mounted_config_map_round_trips(tmp_path: Path) -> None:
@@ -208,13 +267,13 @@ def test_a_mounted_config_map_round_trips(tmp_path: Path) -> None:
     (tmp_path / "..data").symlink_to("..2026_11_29")
     for key in ("a.yaml", "team__b.yaml"):
         (tmp_path / key).symlink_to(f"..data/{key}")
-    assert policies_data(tmp_path) == {"a.yaml": "x", "team__b.yaml": "y"}
+    assert _data(tmp_path) == {"a.yaml": "x", "team__b.yaml": "y"}
 
 
 @pytest.mark.parametrize(
     ("files", "message"),
     [
-        ({"a__b.yaml": "x", "a/b.yaml": "y"}, "flatten to the ConfigMap key 'a__b.yaml'"),
+        ({"a__b.yaml": "x", "a/b.yaml": "y"}, "both become the ConfigMap key 'a__b.yaml'"),
         ({"my policy.yaml": "x"}, "a ConfigMap key may hold only"),
         ({"binary.yaml": b"\xff\xfe"}, "must be UTF-8"),
         ({"big.yaml": "x" * CONFIGMAP_MAX_BYTES}, "at most 1 MiB"),
@@ -224,7 +283,7 @@ def test_unusable_policy_directories_are_refused(
     tmp_path: Path, files: dict[str, str | bytes], message: str
 ) -> None:
     with pytest.raises(ConfigError, match=message):
-        policies_data(_write(tmp_path, files))
+        _data(_write(tmp_path, files))
 
 
 # The base the renderer reads.
@@ -255,4 +314,9 @@ def test_the_base_image_is_this_release() -> None:
 def test_policy_directory_listing_ignores_unreadable_entries(tmp_path: Path) -> None:
     _write(tmp_path, {"a.yaml": "x"})
     os.mkfifo(tmp_path / "pipe.yaml")
-    assert policies_data(tmp_path) == {"a.yaml": "x"}
+    assert _data(tmp_path) == {"a.yaml": "x"}
+
+
+def _data(directory: Path) -> dict[str, str]:
+    """What `--policies DIR --no-security-bundle` ships from a directory."""
+    return ship([directory], bundle=False).data

@@ -26,7 +26,7 @@ EXPECTED_KINDS = {
     "ConfigMap",
     "Secret",
     "Service",
-    "Deployment",
+    "StatefulSet",
     "PodDisruptionBudget",
     "NetworkPolicy",
     "MutatingWebhookConfiguration",

@@ -1,4 +1,4 @@
-"""The Deployment and its companions: available, least-privileged, and consistent with each other."""
+"""The StatefulSet and its companions: available, least-privileged, and consistent with each other."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
+from tests.manifests.conftest import TEAM_SHARING
 from tests.manifests.objects import one
+from webhook.bundle import ship
 from webhook.cli import build_parser
 from webhook.manifests import Manifest
 from webhook.scan.kinds import SCAN_KINDS
@@ -35,7 +37,9 @@ def webhook_container(pod_spec: Spec) -> Spec:
 def test_highly_available(rendered: list[Manifest], pod_spec: Spec) -> None:
     spec = one(rendered, "StatefulSet")["spec"]
     assert spec["replicas"] >= 2
-    assert spec["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
+    # One replica replaced at a time, each on its own volume; replicas start independently.
+    assert spec["updateStrategy"]["type"] == "RollingUpdate"
+    assert spec["podManagementPolicy"] == "Parallel"
     assert pod_spec["priorityClassName"] == "system-cluster-critical"
     by_key = {c["topologyKey"]: c for c in pod_spec["topologySpreadConstraints"]}
     hostname = by_key["kubernetes.io/hostname"]
@@ -88,8 +92,11 @@ def test_requests_and_limits(webhook_container: Spec) -> None:
     assert set(resources["requests"]) == set(resources["limits"]) == {"cpu", "memory"}
 
 
-def _mounts(pod_spec: Spec, container: Spec) -> dict[Path, tuple[Spec, Spec]]:
+def _mounts(pod_spec: Spec, container: Spec, claims: Spec | None = None) -> dict[Path, tuple[Spec, Spec]]:
+    """mountPath -> (mount, volume); a claim template counts as a volume of the same name."""
     volumes = {volume["name"]: volume for volume in pod_spec["volumes"]}
+    for name, claim in (claims or {}).items():
+        volumes[name] = {"name": name, "persistentVolumeClaim": claim}
     return {Path(m["mountPath"]): (m, volumes[m["name"]]) for m in container["volumeMounts"]}
 
 
@@ -97,7 +104,7 @@ def test_tls_and_policies_are_mounted_whole_and_read_only(
     rendered: list[Manifest], pod_spec: Spec, webhook_container: Spec
 ) -> None:
     """No subPath: only whole-volume mounts see Secret rotation and ConfigMap `..data` swaps."""
-    mounts = _mounts(pod_spec, webhook_container)
+    mounts = _mounts(pod_spec, webhook_container, _claims(rendered))
     tls_mount, tls_volume = mounts[TLS_DIR]
     policy_mount, policy_volume = mounts[POLICY_DIR]
     assert tls_volume["secret"]["secretName"] == one(rendered, "Secret")["metadata"]["name"]
@@ -108,18 +115,46 @@ def test_tls_and_policies_are_mounted_whole_and_read_only(
         assert "subPath" not in mount and "subPathExpr" not in mount
 
 
-def test_everything_writable_is_an_empty_dir(pod_spec: Spec, webhook_container: Spec) -> None:
-    writable = {
-        path: volume
-        for path, (mount, volume) in _mounts(pod_spec, webhook_container).items()
-        if not mount.get("readOnly")
+def _claims(rendered: list[Manifest]) -> dict[str, Spec]:
+    templates = one(rendered, "StatefulSet")["spec"].get("volumeClaimTemplates", [])
+    return {claim["metadata"]["name"]: claim for claim in templates}
+
+
+def test_the_audit_log_is_on_a_volume_of_its_own_replica(
+    rendered: list[Manifest], pod_spec: Spec, webhook_container: Spec
+) -> None:
+    """A deleted or moved replica comes back with the same claim, so its log continues:
+    the log sits on a claim template (one PersistentVolumeClaim per replica), never on an
+    emptyDir, and the claims outlive scale-down and deletion."""
+    statefulset = one(rendered, "StatefulSet")
+    mounts = _mounts(pod_spec, webhook_container, _claims(rendered))
+    audit_log = _serve_args(webhook_container).audit_log
+    (mount, volume), *others = [v for path, v in mounts.items() if audit_log.is_relative_to(path)]
+    assert not others and not mount.get("readOnly")
+    claim = volume["persistentVolumeClaim"]["spec"]
+    assert claim["accessModes"] == ["ReadWriteOnce"]
+    assert "storage" in claim["resources"]["requests"]
+    assert statefulset["spec"]["persistentVolumeClaimRetentionPolicy"] == {
+        "whenDeleted": "Retain",
+        "whenScaled": "Retain",
     }
-    assert writable, "the audit log needs somewhere to go"
-    for volume in writable.values():
-        assert set(volume) == {"name", "emptyDir"}
-        assert "sizeLimit" in volume["emptyDir"]
-    args = _serve_args(webhook_container)
-    assert any(args.audit_log.is_relative_to(path) for path in writable)
+    # The replica names itself in the chain's `start` record: its stable pod name and node.
+    env = {
+        e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+        for e in webhook_container["env"]
+    }
+    assert env["GPU_WEBHOOK_AUDIT_REPLICA"] == "metadata.name"
+    assert env["GPU_WEBHOOK_AUDIT_NODE"] == "spec.nodeName"
+
+
+def test_every_other_writable_path_is_bounded_scratch(
+    rendered: list[Manifest], pod_spec: Spec, webhook_container: Spec
+) -> None:
+    claims = _claims(rendered)
+    for path, (mount, volume) in _mounts(pod_spec, webhook_container, claims).items():
+        if not mount.get("readOnly") and mount["name"] not in claims:
+            assert set(volume) == {"name", "emptyDir"}, path
+            assert "sizeLimit" in volume["emptyDir"], path
 
 
 def _serve_args(container: Spec) -> Any:
@@ -232,12 +267,9 @@ def test_the_namespace_enforces_the_restricted_pod_security_standard(rendered: l
     assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
 
 
-def test_policies_config_map_holds_the_policy_files_flattened(rendered: list[Manifest]) -> None:
-    assert one(rendered, "ConfigMap")["data"] == {
-        "sharing.yaml": "kind: SharingPolicy\n",
-        "security__escapes.yaml": "kind: ConstraintTemplate\n",
-        "security__rego__lib.rego": "package lib\n",
-    }
+def test_policies_config_map_holds_the_bundle_and_the_team_policies(rendered: list[Manifest]) -> None:
+    """The packaged security bundle under `security__`, the team's directory flattened, its suite left out."""
+    assert one(rendered, "ConfigMap")["data"] == {**ship([]).data, "team__sharing.yaml": TEAM_SHARING}
 
 
 def test_the_service_monitor_scrapes_our_service_with_our_ca(rendered: list[Manifest]) -> None:

@@ -135,14 +135,17 @@ def test_every_problem_in_every_file_is_reported(tmp_path: Path) -> None:
         tmp_path, "a.yaml", HEADER + "  sharing: {mode: magic}\n---\n" + HEADER + "  sharing: {mode: mig}\n"
     )
     _write(tmp_path, "b.yml", "kind: Mystery\napiVersion: v9\n")
-    assert len(_problems(tmp_path)) == 3
+    problems = _problems(tmp_path)
+    # the bad mode, the second policy's duplicate name (reported with the first), the unknown kind
+    assert len(problems) == 4, problems
+    assert any("also defined at" in reason for _, _, reason in problems)
 
 
 @pytest.mark.parametrize(
     ("text", "line", "fragment"),
     [
-        ("a: [1, 2\nb: 3\n", 2, "invalid YAML"),
-        ("key: value\n  bad indent: x\n", 2, "invalid YAML"),
+        ("a: [1, 2\nb: 3\n", 1, "a '[...]' list that is not closed"),
+        ("key: value\n  bad indent: x\n", 2, "a second ':' on this line"),
         ("- just\n- a list\n", 1, "must be a mapping"),
     ],
 )
@@ -160,7 +163,10 @@ def test_unknown_kinds_list_the_known_ones(tmp_path: Path) -> None:
 def test_duplicate_names_across_files(tmp_path: Path) -> None:
     _write(tmp_path, "a.yaml", HEADER + "  sharing: {mode: exclusive}\n")
     _write(tmp_path, "b.yaml", HEADER + "  sharing: {mode: timeslice}\n")
-    assert any("also defined in" in reason for _, _, reason in _problems(tmp_path))
+    assert any(
+        line == 4 and "also defined at" in reason and reason.endswith("a.yaml:4")
+        for line, _, reason in _problems(tmp_path)
+    )
 
 
 def test_tests_hidden_files_and_other_suffixes_are_not_policies(tmp_path: Path) -> None:

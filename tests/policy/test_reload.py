@@ -117,7 +117,7 @@ def test_live_server_keeps_enforcing_through_a_broken_file_then_takes_an_edit(
         assert _resource(server) == "mig"
         (policies / "broken.yaml").write_text(BROKEN)
         rejected = server.wait_for_log(lambda e: e.get("msg") == "policy set rejected")
-        assert any("broken.yaml:4: invalid YAML" in p for p in rejected["problems"])
+        assert any("broken.yaml:3: not valid YAML: a '{...}' mapping" in p for p in rejected["problems"])
         assert _resource(server) == "mig"
         ready = server.client().request("GET", "/readyz")
         assert ready.status == 200 and b"last good set in force" in ready.body

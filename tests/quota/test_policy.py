@@ -149,5 +149,5 @@ def test_invalid_yaml_is_located(tmp_path: Path) -> None:
     (tmp_path / "broken.yaml").write_text("kind: GPUQuota\nspec: [\n")
     with pytest.raises(PolicyError) as info:
         load_quotas(tmp_path)
-    assert info.value.problems[0].reason.startswith("invalid YAML")
+    assert info.value.problems[0].reason.startswith("not valid YAML: the file ends where")
     assert info.value.problems[0].line == 3

@@ -72,6 +72,15 @@ def add_audit_serve_options(serve: argparse.ArgumentParser, env: Env) -> None:
         help="or when this many seconds have passed since the last one",
     )
     group.add_argument(
+        "--audit-replica",
+        default=env("audit-replica", ""),
+        help="this replica's stable name for the `start` record each worker writes (a StatefulSet "
+        "pod's name); default: the hostname",
+    )
+    group.add_argument(
+        "--audit-node", default=env("audit-node", ""), help="the node this replica runs on, for that record"
+    )
+    group.add_argument(
         "--audit-failure-mode",
         choices=["closed", "open"],
         default=env("audit-failure-mode", "closed"),
@@ -92,6 +101,8 @@ def audit_settings(args: argparse.Namespace) -> dict[str, Any]:
         "audit_checkpoint_records": args.audit_checkpoint_records,
         "audit_checkpoint_seconds": args.audit_checkpoint_seconds,
         "audit_failure_mode": args.audit_failure_mode,
+        "audit_replica": args.audit_replica,
+        "audit_node": args.audit_node,
     }
 
 

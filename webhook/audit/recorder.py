@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from webhook.audit.journal import AuditWriteError
 from webhook.audit.metrics import AuditMetrics
-from webhook.audit.record import decision_record
+from webhook.audit.record import decision_record, envelope
 from webhook.audit.writer import AuditWriter
 from webhook.config import FailureMode
 from webhook.decision import Decision, deny
@@ -40,6 +40,8 @@ class AuditRecorder:
         failure_mode: FailureMode,
         metrics: AuditMetrics,
         instance: str | None = None,
+        replica: str = "",
+        node: str = "",
         clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
         self._writer = writer
@@ -48,6 +50,27 @@ class AuditRecorder:
         self._metrics = metrics
         self._instance = instance or default_instance()
         self._clock = clock
+        self._replica = replica or socket.gethostname()
+        self._node = node
+
+    async def start(self) -> None:
+        """Open the log and write this worker's `start` record before any decision.
+
+        The record names the replica (stable across rescheduling in a StatefulSet) and the node,
+        and, being chained like any other, its `prev` and `seq` say where this replica's log
+        continues: after a pod is deleted or moved, a reader sees the new node and that nothing
+        between the last record and this one is missing.
+        """
+        await self._writer.start()
+        entry = envelope("start", now=self._clock(), instance=self._instance, policy_version="")
+        entry.pop("policyVersion")  # not loaded yet when the worker starts
+        entry.update(replica=self._replica, node=self._node)
+        try:
+            await self._writer.append(entry)
+        except AuditWriteError as e:
+            # Decisions follow --audit-failure-mode (and are counted); a missing start record
+            # only loses a landmark.
+            log.error("audit start record not written", extra={"error": str(e)})
 
     async def record(
         self, request: AdmissionRequest, endpoint: Endpoint, decision: Decision, seconds: float

@@ -29,6 +29,8 @@ def build_recorder(
         policy_version=policy_version,
         failure_mode=settings.audit_failure_mode,
         metrics=metrics,
+        replica=settings.audit_replica,
+        node=settings.audit_node,
     )
     return recorder, writer
 

@@ -17,6 +17,7 @@ import yaml
 
 from tests.manifests.objects import REPO, one, webhooks_by_name
 from webhook import certs
+from webhook.bundle import ship
 from webhook.manifests import Manifest, RenderOptions, render, to_yaml
 
 Identity = tuple[str, str, str, str]
@@ -166,3 +167,21 @@ def test_the_trial_component_opens_every_webhook_to_labelled_namespaces_only(tmp
             "failurePolicy": None,
             "namespaceSelector": None,
         }
+
+
+# Every install path ships the packaged security bundle, and nothing else.
+
+
+def _overlays() -> list[str]:
+    return sorted(p.parent.name for p in (REPO / "manifests/overlays").glob("*/kustomization.yaml"))
+
+
+@pytest.mark.parametrize("overlay", _overlays())
+def test_every_overlay_ships_the_security_bundle_and_nothing_else(
+    manifests_copy: Path, cert_dir: Path, overlay: str
+) -> None:
+    directory = manifests_copy / "overlays" / overlay
+    shutil.copytree(cert_dir, directory / "certs", dirs_exist_ok=True)  # for overlays that build a Secret
+    (configmap,) = [obj for obj in build(directory) if obj["kind"] == "ConfigMap"]
+    assert configmap["metadata"]["name"] == "gpu-webhook-policies"
+    assert configmap["data"] == ship([]).data

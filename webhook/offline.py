@@ -18,6 +18,24 @@ from webhook.review import ReviewDeps, review
 from webhook.types import ADMISSION_API_VERSION, ADMISSION_KIND, AdmissionRequest, KubeObject, PatchOperation
 
 _PLURAL_EXCEPTIONS = {"Endpoints": "endpoints"}
+# Kinds that live outside any namespace, among those a user may hand `review` or a suite.
+CLUSTER_SCOPED = frozenset(
+    {
+        "Namespace",
+        "Node",
+        "PersistentVolume",
+        "StorageClass",
+        "PriorityClass",
+        "RuntimeClass",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "CustomResourceDefinition",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+        "DeviceClass",
+        "ResourceSlice",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -78,13 +96,20 @@ def _synthesize(obj: KubeObject, namespace: str | None, identity: Identity) -> d
         "requestKind": gvk,
         "requestResource": gvr,
         "name": str(metadata.get("name", "")),
-        "namespace": namespace or str(metadata.get("namespace") or "default"),
+        "namespace": _namespace(kind, metadata, namespace),
         "operation": "CREATE",
         "userInfo": {"username": identity.username, "groups": list(identity.groups)},
         "object": obj,
         "oldObject": None,
         "dryRun": True,
     }
+
+
+def _namespace(kind: str, metadata: dict[str, Any], given: str | None) -> str:
+    """As kube-apiserver fills request.namespace: empty for cluster-scoped objects."""
+    if kind in CLUSTER_SCOPED:
+        return ""
+    return given or str(metadata.get("namespace") or "default")
 
 
 def _plural(kind: str) -> str:

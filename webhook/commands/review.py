@@ -13,8 +13,10 @@ import orjson
 import yaml
 
 from webhook.commands.common import add_policy_options, offline_deps, read_inventory
+from webhook.errors import ConfigError
 from webhook.objects import read_objects
 from webhook.offline import Identity, Outcome, request_for, run
+from webhook.types import KubeObject
 
 GREEN, RED, CYAN, BOLD, RESET = "\033[32m", "\033[31m", "\033[36m", "\033[1m", "\033[0m"
 Painter = Callable[[str, str], str]
@@ -49,10 +51,18 @@ def command(args: argparse.Namespace) -> int:
     outcomes = [
         run(request_for(document, namespace=args.namespace, identity=identity), deps)
         for path in args.files
-        for document in read_objects(path)
+        for document in _objects(path)
     ]
     print(render(outcomes, args.output, _use_color(args.color)))
     return 0 if all(o.allowed for o in outcomes) else 1
+
+
+def _objects(path: Path) -> list[KubeObject]:
+    """A file with nothing to review is a mistake (a wrong path, a failed redirect), not a pass."""
+    found = read_objects(path)
+    if not found:
+        raise ConfigError(f"{path}: no objects to review (the file is empty or holds only comments)")
+    return found
 
 
 def render(outcomes: list[Outcome], output: str, color: bool) -> str:

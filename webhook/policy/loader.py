@@ -96,7 +96,7 @@ def load_sources(
     compiled, trouble = compile_documents(documents, engine)
     problems += trouble
     if problems:
-        raise PolicyError(problems)
+        raise PolicyError(sorted(problems, key=_reading_order))
     names = tuple(name for name, _ in sources)
     return dataclasses.replace(compiled, version=digest.hexdigest()[:16], files=names)
 

@@ -89,7 +89,11 @@ def test_summary_counts(log: Path) -> None:
     assert summary["decisions"] == SAMPLE_COUNTS
     assert summary["deniedByPolicy"] == {"no-privileged": 3, "gpu-quota": 1}
     assert summary["sharingModes"] == {"mig": 2, "timeslice": 1}
-    assert summary["topDenialReasons"][0] == {"message": "privileged containers are not allowed", "count": 3}
+    assert summary["denialsByRule"][0] == {
+        "rule": "no-privileged",
+        "count": 3,
+        "examples": ["privileged containers are not allowed"],
+    }
     assert summary["latencyMs"] == {"p50": 1.0, "p99": 50.0}
     assert summary["gpusAdmittedByNamespace"] == {"team-a": 0.5, "team-c": 2.0}
     text = audit("summary", str(log)).stdout

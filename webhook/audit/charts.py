@@ -6,6 +6,7 @@ Each mark carries data-* attributes with its exact numbers for tests and tools.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from html import escape
 
@@ -14,6 +15,9 @@ LABEL_WIDTH = 180
 PLOT_WIDTH = 420
 VALUE_WIDTH = 70
 COLUMN_AREA_HEIGHT = 180
+MIN_COLUMNS_WIDTH = 420
+TOTALS_FROM_STEP = 24
+CHAR_WIDTH = 7  # about one character of the 12px axis font; labels are spaced by it
 
 
 def number(value: float) -> str:
@@ -58,23 +62,30 @@ def stacked_columns(
         return _empty(name)
     top = max(sum(counts.values()) for _, counts in columns) or 1
     step = max(8.0, min(40.0, 760 / len(columns)))
-    width = int(step * len(columns)) + 60
-    height = COLUMN_AREA_HEIGHT + 60
-    marks = [_column(i, label, counts, series, top, step) for i, (label, counts) in enumerate(columns)]
+    labels = [_tick_text(label, columns[0][0], columns[-1][0]) for label, _ in columns]
+    half_label = max(len(t) for t in labels) * CHAR_WIDTH / 2
+    left = max(40.0, half_label + 4)  # room for the first label, centred under its column
+    width = max(int(left + step * len(columns) + half_label + 4), MIN_COLUMNS_WIDTH)
+    height = COLUMN_AREA_HEIGHT + 70
+    marks = [
+        _column(left + i * step, label, counts, series, top, step)
+        for i, (label, counts) in enumerate(columns)
+    ]
     legend = _legend(series, height - 14)
-    axis = f'<text x="2" y="14" class="axis">max {number(top)}</text>' + _time_axis(columns, step)
+    # Wide columns carry their totals; narrow ones get the scale instead, which a total would hit.
+    scale = "" if step >= TOTALS_FROM_STEP else f'<text x="2" y="14" class="axis">max {number(top)}</text>'
+    axis = scale + _time_axis(labels, step, left)
     return _svg(name, width, height, axis + "".join(marks) + legend)
 
 
 def _column(
-    index: int,
+    x: float,
     label: str,
     counts: Mapping[str, int],
     series: Sequence[tuple[str, str]],
     top: int,
     step: float,
 ) -> str:
-    x = 40 + index * step
     base = float(COLUMN_AREA_HEIGHT + 20)
     data = " ".join(f'data-{escape(s)}="{counts.get(s, 0)}"' for s, _ in series)
     total = sum(counts.get(s, 0) for s, _ in series)
@@ -90,19 +101,27 @@ def _column(
                 f'<rect x="{x:.1f}" y="{base:.1f}" width="{step * 0.8:.1f}" height="{h:.1f}" '
                 f'fill="{color}" class="{escape(series_name)}"/>'
             )
-    if step >= 24:
+    if step >= TOTALS_FROM_STEP:
         parts.append(f'<text x="{x + step * 0.4:.1f}" y="{base - 3:.1f}" class="total">{total}</text>')
     parts.append("</g>")
     return "".join(parts)
 
 
-def _time_axis(columns: Sequence[tuple[str, Mapping[str, int]]], step: float) -> str:
+def _time_axis(labels: Sequence[str], step: float, left: float) -> str:
+    """A label under every k-th column, k chosen so that no two labels overlap."""
+    every = max(1, math.ceil((max(len(t) for t in labels) * CHAR_WIDTH + 12) / step))
     y = COLUMN_AREA_HEIGHT + 34
-    first = f'<text x="40" y="{y}" class="axis">{escape(columns[0][0])}</text>'
-    if len(columns) == 1:
-        return first
-    x = 40 + step * len(columns)
-    return first + f'<text x="{x:.1f}" y="{y}" text-anchor="end" class="axis">{escape(columns[-1][0])}</text>'
+    return "".join(
+        f'<text x="{left + step * (i + 0.4):.1f}" y="{y}" text-anchor="middle" class="axis tick">'
+        f"{escape(labels[i])}</text>"
+        for i in range(0, len(labels), every)
+    )
+
+
+def _tick_text(label: str, first: str, last: str) -> str:
+    """Without the date when the whole chart is within one day (the page header gives it)."""
+    day, _, time = label.partition(" ")
+    return time if time and first.split(" ")[0] == last.split(" ")[0] == day else label
 
 
 def _legend(series: Sequence[tuple[str, str]], y: int) -> str:

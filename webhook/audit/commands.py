@@ -183,7 +183,9 @@ def _query(args: argparse.Namespace) -> int:
 
 
 def _add_summary(actions: Subparsers) -> None:
-    summary = actions.add_parser("summary", help="counts, top denial reasons and latency percentiles")
+    summary = actions.add_parser(
+        "summary", help="counts, denial reasons by rule, GPUs admitted and latency percentiles"
+    )
     summary.add_argument("files", type=Path, nargs="+", metavar="FILE")
     summary.add_argument("-o", "--output", choices=["text", "json"], default="text")
     _add_filters(summary)

@@ -14,6 +14,7 @@ from typing import Any
 from webhook.audit.chain import SCHEMA_VERSION, Record
 from webhook.audit.redact import Scrubber, clip, object_digest, own_annotations, sensitive_values
 from webhook.decision import Decision, Finding
+from webhook.quota.demand import DEFAULT_SETTINGS, QuotaInputError, pod_shape, shape_demand
 from webhook.types import AdmissionRequest, Endpoint, KubeObject, PatchOperation
 
 MAX_GROUPS = 64
@@ -82,6 +83,9 @@ def decision_record(
     )
     record.update(subject(obj, namespace=request.get("namespace", ""), name=request.get("name", "")))
     record.update(verdict(decision, scrub))
+    gpus = _admitted_gpus(request, endpoint, decision)
+    if gpus:
+        record["gpus"] = gpus
     record["latencyMs"] = round(latency_ms, 3)
     if request.get("subResource"):
         record["subResource"] = request.get("subResource")
@@ -179,6 +183,26 @@ def _patched_path(operation: PatchOperation) -> Record:
     if "from" in operation:
         fields["from"] = operation["from"]
     return fields
+
+
+def _admitted_gpus(request: AdmissionRequest, endpoint: Endpoint, decision: Decision) -> float | None:
+    """GPU-equivalents a pod creation was admitted with, whether or not a quota applies: the
+    same count quota uses (its default accounting), so reports need no quota to show usage."""
+    obj = request.get("object")
+    if (
+        endpoint != "validate"
+        or not decision.allowed
+        or request["operation"] != "CREATE"
+        or request["kind"]["kind"] != "Pod"
+        or request.get("subResource")
+        or not isinstance(obj, dict)
+    ):
+        return None
+    try:
+        shape = pod_shape(obj)
+    except QuotaInputError:
+        return None  # the rules that count have said why
+    return round(float(shape_demand(shape, DEFAULT_SETTINGS).gpus), 4) if shape is not None else None
 
 
 def _api_version(request: AdmissionRequest) -> str:

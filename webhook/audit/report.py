@@ -18,7 +18,13 @@ from webhook.audit.summary import Stats
 
 DECISION_SERIES = (("allowed", "#54a24b"), ("warned", "#eeca3b"), ("denied", "#e45756"))
 MAX_COLUMNS = 48
-BUCKET_MINUTES = (1, 5, 15, 30, 60, 180, 360, 720, 1440, 10080)
+# Bucket widths in seconds: the narrowest that keeps a log's span within MAX_COLUMNS columns, so
+# a one-second log, an hour and three days all read as a row of columns.
+BUCKET_SECONDS: tuple[int, ...] = (
+    *(1, 2, 5, 10, 15, 30),
+    *(60, 120, 300, 600, 900, 1800),
+    *(3600, 7200, 10800, 21600, 43200, 86400, 604800),
+)
 TOP_ROWS = 15
 DENIAL_COLUMNS = ("time", "namespace", "name", "kind", "user", "policies", "message")
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
@@ -30,6 +36,8 @@ h1{font-size:20px}h2{font-size:16px;margin-top:28px}
 svg.chart text{font:12px system-ui,sans-serif;fill:#333}
 svg.chart text.total{font-size:10px;text-anchor:middle}
 table{border-collapse:collapse;width:100%;font-size:12px}
+td.count{text-align:right;white-space:nowrap}
+ul.examples{margin:0;padding-left:16px}
 th,td{border-bottom:1px solid #ddd;padding:4px 6px;text-align:left;vertical-align:top}
 tr.hidden{display:none}
 input#filter{width:320px;padding:4px;margin:8px 0}
@@ -57,10 +65,12 @@ SCRIPT = """
 
 
 def render(stats: Stats, *, sources: Sequence[Path], title: str = "gpu-webhook audit report") -> str:
+    width, columns = timeline(stats)
     sections = [
         _header(stats, sources, title),
         _section(
-            "Decisions over time", stacked_columns("decisions-over-time", timeline(stats), DECISION_SERIES)
+            f"Decisions over time (per {duration(width)})" if columns else "Decisions over time",
+            stacked_columns("decisions-over-time", columns, DECISION_SERIES),
         ),
         _section(
             "Denials by policy", hbars("denials-by-policy", _top(stats.denied_policies), color="#e45756")
@@ -74,6 +84,7 @@ def render(stats: Stats, *, sources: Sequence[Path], title: str = "gpu-webhook a
             "GPU-equivalents admitted per namespace",
             hbars("gpus-by-namespace", _gpus(stats), color="#4c78a8"),
         ),
+        _reasons(stats),
         _denials(stats),
     ]
     return (
@@ -85,26 +96,46 @@ def render(stats: Stats, *, sources: Sequence[Path], title: str = "gpu-webhook a
     )
 
 
-def timeline(stats: Stats) -> list[tuple[str, dict[str, int]]]:
-    """Per-minute counts merged into at most MAX_COLUMNS buckets of a round width."""
-    minutes: dict[dt.datetime, Counter[str]] = {}
-    for key, counts in stats.minutes.items():
-        moment = _minute(key)
-        if moment is not None:
-            minutes[moment] = counts
-    if not minutes:
-        return []
-    first, last = min(minutes), max(minutes)
-    span = (last - first).total_seconds() / 60 + 1
-    width = next((w for w in BUCKET_MINUTES if span / w <= MAX_COLUMNS), BUCKET_MINUTES[-1])
-    buckets: dict[dt.datetime, Counter[str]] = {}
+def timeline(stats: Stats) -> tuple[int, list[tuple[str, dict[str, int]]]]:
+    """(bucket width in seconds, columns): counts merged into at most MAX_COLUMNS buckets of a
+    round width, from per-second counts when the log is short enough to have kept them."""
+    moments, resolution = _moments(stats)
+    if not moments:
+        return 0, []
+    first, last = min(moments), max(moments)
+    span = (last - first).total_seconds() + resolution
+    candidates = [w for w in BUCKET_SECONDS if w >= resolution]
+    width = next((w for w in candidates if span / w <= MAX_COLUMNS), BUCKET_SECONDS[-1])
     start = _floor(first, width)
-    for index in range(int((last - start).total_seconds() // (60 * width)) + 1):
-        buckets[start + dt.timedelta(minutes=width * index)] = Counter()
-    for moment, counts in minutes.items():
+    buckets: dict[dt.datetime, Counter[str]] = {}
+    for index in range(int((last - start).total_seconds() // width) + 1):
+        buckets[start + dt.timedelta(seconds=width * index)] = Counter()
+    for moment, counts in moments.items():
         buckets[_floor(moment, width)].update(counts)
-    label = "%Y-%m-%d %H:%M" if width < 1440 else "%Y-%m-%d"
-    return [(moment.strftime(label), dict(counts)) for moment, counts in sorted(buckets.items())]
+    label = "%Y-%m-%d %H:%M:%S" if width < 60 else "%Y-%m-%d %H:%M" if width < 86400 else "%Y-%m-%d"
+    return width, [(moment.strftime(label), dict(counts)) for moment, counts in sorted(buckets.items())]
+
+
+def duration(seconds: int) -> str:
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            count = seconds // size
+            return unit if count == 1 else f"{count} {unit}s"
+    return "second" if seconds == 1 else f"{seconds} seconds"
+
+
+def _moments(stats: Stats) -> tuple[dict[dt.datetime, Counter[str]], int]:
+    keyed, fmt, resolution = (
+        (stats.seconds, "%Y-%m-%dT%H:%M:%S", 1)
+        if stats.seconds is not None
+        else (stats.minutes, "%Y-%m-%dT%H:%M", 60)
+    )
+    moments = {}
+    for key, counts in keyed.items():
+        moment = _parse(key, fmt)
+        if moment is not None:
+            moments[moment] = counts
+    return moments, resolution
 
 
 def _header(stats: Stats, sources: Sequence[Path], title: str) -> str:
@@ -143,6 +174,24 @@ def _denials(stats: Stats) -> str:
     )
 
 
+def _reasons(stats: Stats) -> str:
+    """Denials grouped by the rule that denied, each with a few of its messages."""
+    if not stats.reasons:
+        return _section("Denial reasons by rule", '<p class="empty" data-chart="denial-reasons">No data.</p>')
+    rows = []
+    for rule, count in stats.reasons.most_common(TOP_ROWS):
+        examples = "".join(f"<li>{escape(text)}</li>" for text in stats.examples.get(rule, []))
+        rows.append(
+            f'<tr data-rule="{escape(rule)}" data-count="{count}"><td>{escape(rule)}</td>'
+            f'<td class="count">{count}</td><td><ul class="examples">{examples}</ul></td></tr>'
+        )
+    table = (
+        '<table id="reasons"><thead><tr><th>rule</th><th>denials</th><th>for example</th></tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+    return _section("Denial reasons by rule", table)
+
+
 def _top(counter: Counter[str]) -> list[tuple[str, float]]:
     return [(name, float(count)) for name, count in counter.most_common(TOP_ROWS)]
 
@@ -152,13 +201,13 @@ def _gpus(stats: Stats) -> list[tuple[str, float]]:
     return [(ns, float(number(value))) for ns, value in ordered[:TOP_ROWS]]
 
 
-def _minute(key: str) -> dt.datetime | None:
+def _parse(key: str, fmt: str) -> dt.datetime | None:
     try:
-        return dt.datetime.strptime(key, "%Y-%m-%dT%H:%M").replace(tzinfo=dt.UTC)
+        return dt.datetime.strptime(key, fmt).replace(tzinfo=dt.UTC)
     except ValueError:
         return None
 
 
-def _floor(moment: dt.datetime, width_minutes: int) -> dt.datetime:
-    epoch_minutes = int(moment.timestamp() // 60)
-    return dt.datetime.fromtimestamp((epoch_minutes - epoch_minutes % width_minutes) * 60, dt.UTC)
+def _floor(moment: dt.datetime, width_seconds: int) -> dt.datetime:
+    epoch = int(moment.timestamp())
+    return dt.datetime.fromtimestamp(epoch - epoch % width_seconds, dt.UTC)

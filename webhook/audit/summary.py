@@ -1,7 +1,8 @@
-"""One streaming pass of aggregates: counts, top denial reasons, latency percentiles.
+"""One streaming pass of aggregates: counts, denial reasons by rule, latency percentiles.
 
-Memory grows with the number of distinct namespaces, policies and minutes, and
-eight bytes per record for latencies; never with the records themselves.
+Memory grows with the number of distinct namespaces, policies and minutes (and seconds, up to
+MAX_SECONDS of them, so that a short log can be charted finely), and eight bytes per record for
+latencies; never with the records themselves.
 """
 
 from __future__ import annotations
@@ -17,6 +18,14 @@ from webhook.audit.chain import Record
 
 RECENT_DENIALS = 500
 TOP = 10
+EXAMPLES = 3
+EXAMPLE_CHARS = 200
+MAX_SECONDS = 3600  # per-second counts are kept until a log spans more distinct seconds than this
+NO_RULE = "(no rule: the failure mode answered)"
+
+
+def _per_second() -> defaultdict[str, Counter[str]] | None:
+    return defaultdict(Counter)
 
 
 @dataclass
@@ -32,9 +41,12 @@ class Stats:
     findings: Counter[tuple[str, str]] = field(default_factory=Counter)
     denied_policies: Counter[str] = field(default_factory=Counter)
     sharing_modes: Counter[str] = field(default_factory=Counter)
+    # Denials by the rule (policy or constraint) that denied, with a few distinct messages each.
     reasons: Counter[str] = field(default_factory=Counter)
+    examples: dict[str, list[str]] = field(default_factory=dict)
     gpus: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     minutes: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+    seconds: defaultdict[str, Counter[str]] | None = field(default_factory=_per_second)
     recent_denials: deque[Record] = field(default_factory=lambda: deque(maxlen=RECENT_DENIALS))
     latencies: array[float] = field(default_factory=lambda: array("d"))
 
@@ -53,10 +65,11 @@ class Stats:
         self.endpoints[str(record.get("endpoint", ""))] += 1
         self.namespaces[namespace] += 1
         self.minutes[moment[:16]][decision] += 1
+        self._add_second(moment[:19], decision)
         if record.get("findings"):
             self._add_findings(record, decision == "denied")
         self._add_sharing(record)
-        if "quota" in record:
+        if "quota" in record or "gpus" in record:
             self._add_gpus(record, namespace)
         if decision == "denied":
             self._add_denial(record, namespace)
@@ -89,10 +102,38 @@ class Stats:
         if gpus:
             self.gpus[namespace] += gpus
 
+    def _add_second(self, second: str, decision: str) -> None:
+        if self.seconds is None:
+            return
+        if second not in self.seconds and len(self.seconds) >= MAX_SECONDS:
+            self.seconds = None  # a long log: minutes are fine enough
+            return
+        self.seconds[second][decision] += 1
+
     def _add_denial(self, record: Record, namespace: str) -> None:
         self.denied_namespaces[namespace] += 1
-        self.reasons[str(record.get("message", ""))[:200]] += 1
+        for rule, message in denial_reasons(record):
+            self.reasons[rule] += 1
+            examples = self.examples.setdefault(rule, [])
+            if len(examples) < EXAMPLES and message not in examples:
+                examples.append(message)
         self.recent_denials.append(record)
+
+
+def denial_reasons(record: Record) -> list[tuple[str, str]]:
+    """(rule, message) for each rule that denied: messages name pods, so they are grouped by the
+    policy or constraint that wrote them. A denial without a deny finding is the failure mode's."""
+    found: dict[str, str] = {}
+    for finding in record.get("findings") or []:
+        if isinstance(finding, dict) and finding.get("action") == "deny":
+            rule = str(finding.get("policy", "")) or NO_RULE
+            found.setdefault(rule, _example(finding.get("message")))
+    return list(found.items()) or [(NO_RULE, _example(record.get("message")))]
+
+
+def _example(message: Any) -> str:
+    text = " ".join(str(message or "").split())
+    return text if len(text) <= EXAMPLE_CHARS else text[: EXAMPLE_CHARS - 1] + "…"
 
 
 def collect(records: Iterable[Record]) -> Stats:
@@ -103,19 +144,16 @@ def collect(records: Iterable[Record]) -> Stats:
 
 
 def admitted_gpus(record: Record) -> float | None:
-    """GPU-equivalents a record admitted, from its quota info (docs/audit.md, "quota").
+    """GPU-equivalents a record admitted, with or without a quota (docs/audit.md).
 
-    Counted on /validate only (the quota's own endpoint), for allowed requests
-    that are not dry runs: `quota.demand.gpus`, else `quota.after.gpus - quota.before.gpus`.
+    Counted on /validate only, for allowed requests that are not dry runs: `quota.demand.gpus`
+    (the quota's own accounting), else `quota.after.gpus - quota.before.gpus`, else `gpus`.
     """
-    quota = record.get("quota")
-    if (
-        not isinstance(quota, dict)
-        or record.get("endpoint") != "validate"
-        or not record.get("allowed")
-        or record.get("dryRun")
-    ):
+    if record.get("endpoint") != "validate" or not record.get("allowed") or record.get("dryRun"):
         return None
+    quota = record.get("quota")
+    if not isinstance(quota, dict):
+        return _number(record, "gpus")
     demand = _number(quota.get("demand"), "gpus")
     if demand is not None:
         return demand
@@ -139,7 +177,10 @@ def as_json(stats: Stats) -> dict[str, Any]:
         ],
         "deniedByPolicy": dict(stats.denied_policies.most_common()),
         "sharingModes": dict(stats.sharing_modes.most_common()),
-        "topDenialReasons": [{"message": m, "count": c} for m, c in stats.reasons.most_common(TOP)],
+        "denialsByRule": [
+            {"rule": rule, "count": count, "examples": stats.examples.get(rule, [])}
+            for rule, count in stats.reasons.most_common(TOP)
+        ],
         "gpusAdmittedByNamespace": {ns: round(v, 4) for ns, v in sorted(stats.gpus.items())},
         "latencyMs": {"p50": stats.percentile(50), "p99": stats.percentile(99)},
     }
@@ -159,17 +200,32 @@ def write_text(stats: Stats, out: TextIO) -> None:
         out, "by policy (finding, action)", [(f"{p} ({a})", n) for (p, a), n in stats.findings.most_common()]
     )
     _section(out, "by sharing mode", stats.sharing_modes.most_common())
-    _section(out, "top denial reasons", stats.reasons.most_common(TOP))
+    _section(out, "GPU-equivalents admitted by namespace", _gpu_rows(stats))
+    out.write("\ndenial reasons by rule, with examples:\n")
+    if not stats.reasons:
+        out.write("  -\n")
+    for rule, count in stats.reasons.most_common(TOP):
+        out.write(f"  {count:>9}  {_printable(rule)}\n")
+        for example in stats.examples.get(rule, []):
+            out.write(f"{'':13}e.g. {_printable(example)}\n")
 
 
-def _section(out: TextIO, title: str, rows: Iterable[tuple[str, int]]) -> None:
+def _gpu_rows(stats: Stats) -> list[tuple[str, str]]:
+    ordered = sorted(stats.gpus.items(), key=lambda item: (-item[1], item[0]))
+    return [(namespace, f"{value:g}") for namespace, value in ordered[: TOP * 2]]
+
+
+def _printable(text: str) -> str:
+    return "".join(ch if ch.isprintable() else " " for ch in text) or "-"
+
+
+def _section(out: TextIO, title: str, rows: Iterable[tuple[str, int | str]]) -> None:
     rows = list(rows)
     out.write(f"\n{title}:\n")
     if not rows:
         out.write("  -\n")
     for name, count in rows:
-        label = "".join(ch if ch.isprintable() else " " for ch in name) or "-"
-        out.write(f"  {count:>9}  {label}\n")
+        out.write(f"  {count:>9}  {_printable(name)}\n")
 
 
 def _ms(value: float | None) -> str:

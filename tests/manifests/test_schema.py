@@ -100,7 +100,8 @@ def test_the_service_monitor_has_the_shape_the_operator_expects() -> None:
     assert (monitor["apiVersion"], monitor["kind"]) == ("monitoring.coreos.com/v1", "ServiceMonitor")
     assert set(monitor["spec"]) == {"namespaceSelector", "selector", "endpoints"}
     (endpoint,) = monitor["spec"]["endpoints"]
-    assert set(endpoint) <= {"port", "scheme", "path", "interval", "scrapeTimeout", "tlsConfig"}
+    # honorLabels: an Endpoint field of monitoring.coreos.com/v1 (bool), see test_exported.py.
+    assert set(endpoint) <= {"port", "scheme", "path", "interval", "scrapeTimeout", "tlsConfig", "honorLabels"}
     assert set(endpoint["tlsConfig"]) == {"serverName", "ca"}
     assert set(endpoint["tlsConfig"]["ca"]) == {"secret"}
     assert set(endpoint["tlsConfig"]["ca"]["secret"]) == {"name", "key"}

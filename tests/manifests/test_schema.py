@@ -101,7 +101,8 @@ def test_the_service_monitor_has_the_shape_the_operator_expects() -> None:
     assert set(monitor["spec"]) == {"namespaceSelector", "selector", "endpoints"}
     (endpoint,) = monitor["spec"]["endpoints"]
     # honorLabels: an Endpoint field of monitoring.coreos.com/v1 (bool), see test_exported.py.
-    assert set(endpoint) <= {"port", "scheme", "path", "interval", "scrapeTimeout", "tlsConfig", "honorLabels"}
+    allowed = {"port", "scheme", "path", "interval", "scrapeTimeout", "tlsConfig", "honorLabels"}
+    assert set(endpoint) <= allowed
     assert set(endpoint["tlsConfig"]) == {"serverName", "ca"}
     assert set(endpoint["tlsConfig"]["ca"]) == {"secret"}
     assert set(endpoint["tlsConfig"]["ca"]["secret"]) == {"name", "key"}

@@ -164,5 +164,6 @@ def test_a_server_in_warn_mode_admits_with_warnings_over_https(cert_dir: Path, t
         server.stop_gracefully()
     assert response["allowed"] is True
     assert _rules(response["warnings"]) == AGENTS[0][2]
-    (record,) = [orjson.loads(line) for line in (tmp_path / "audit.log").read_text().splitlines()]
+    records = [orjson.loads(line) for line in (tmp_path / "audit.log").read_text().splitlines()]
+    (record,) = [r for r in records if r["type"] == "decision"]  # after the worker's `start` record
     assert record["decision"] == "warned"

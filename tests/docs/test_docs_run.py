@@ -157,12 +157,14 @@ def _yaml_problem(block: Block, cwd: Path) -> str | None:
         path.write_text(block.text)
     if kinds & TEST_KINDS:
         return _command_problem(block, f"gpu-webhook test {path}", cwd, ours=True)
-    if kinds <= POLICY_KINDS or all(
-        str(d.get("apiVersion", "")).startswith("constraints.") for d in documents
-    ):
+    constraints = all(str(d.get("apiVersion", "")).startswith("constraints.") for d in documents)
+    if kinds <= POLICY_KINDS or constraints:
         alone = cwd / "alone" / str(block.line)
         alone.mkdir(parents=True)
         shutil.copy(path, alone / path.name)
+        if constraints:  # a Constraint is checked against the bundle's templates
+            for template in (REPO / "policies" / "security").glob("*/template.yaml"):
+                shutil.copy(template, alone / f"{template.parent.name}-template.yaml")
         return _command_problem(block, f"gpu-webhook policies check {alone}", cwd, ours=True)
     if kinds <= {"Pod", "Deployment", "Job", "Namespace", "StatefulSet", "DaemonSet", "CronJob"}:
         return _command_problem(block, f"gpu-webhook review {path}", cwd, ours=True)

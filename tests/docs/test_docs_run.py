@@ -70,6 +70,8 @@ def why_not_run(command: str) -> str | None:
     words = command.removeprefix(".venv/bin/").split()
     if any(word.startswith("bench/") for word in words):
         return "a benchmark: minutes of load, run on demand"
+    if "kubectl" in words[1:]:
+        return "pipes into kubectl, which needs a cluster"
     if words[0] in NOT_RUN:
         return NOT_RUN[words[0]]
     if words[0].endswith("gpu-webhook"):

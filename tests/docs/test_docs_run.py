@@ -22,6 +22,7 @@ from tests.audit.logs import entry, write_log
 from tests.audit.sample import sample
 from tests.docs.blocks import PAGES, REPO, Block, blocks, every_block
 from tests.support.pods import gpu_pod, namespace
+from tests.support.policies import TEAM_SHARING
 from webhook import certs
 from webhook.audit.checkpoint import Checkpointer
 from webhook.audit.journal import Journal, JournalOptions
@@ -38,14 +39,6 @@ NOT_RUN = {
     "podman": "needs a container engine",
 }
 MAY_EXIT_1 = {"review", "scan"}  # a denial or a finding is their answer
-TEAM_SHARING = """\
-apiVersion: gpuwebhook.io/v1alpha1
-kind: GPUSharingPolicy
-metadata: {name: team-timeslice}
-spec:
-  match: {namespaces: ["team-a"]}
-  sharing: {mode: timeslice, resourceName: nvidia.com/gpu.shared}
-"""
 TEAM_SUITE = """\
 apiVersion: gpuwebhook.io/v1alpha1
 kind: PolicyTest

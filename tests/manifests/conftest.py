@@ -8,18 +8,11 @@ import yaml
 
 from tests.manifests.objects import run_cli
 from tests.support.cel import CelProcess
+from tests.support.policies import TEAM_SHARING
 from webhook.manifests import Manifest
 
 # A team's own policies beside the bundle: a sharing policy in a nested directory, and a suite
 # that installs leave out.
-TEAM_SHARING = """\
-apiVersion: gpuwebhook.io/v1alpha1
-kind: GPUSharingPolicy
-metadata: {name: team-timeslice}
-spec:
-  match: {namespaces: ["team-a"]}
-  sharing: {mode: timeslice, resourceName: nvidia.com/gpu.shared}
-"""
 POLICY_FILES = {
     "team/sharing.yaml": TEAM_SHARING,
     "team/sharing.test.yaml": "apiVersion: gpuwebhook.io/v1alpha1\nkind: PolicyTest\n",

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.manifests.conftest import TEAM_SHARING
 from tests.manifests.objects import REPO, one, run_cli, webhooks_by_name
+from tests.support.policies import TEAM_SHARING
 from webhook import certs
 from webhook.bundle import CONFIGMAP_MAX_BYTES, configmap_yaml, ship
 from webhook.errors import CertError, ConfigError

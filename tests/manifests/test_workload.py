@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from tests.manifests.conftest import TEAM_SHARING
 from tests.manifests.objects import one
+from tests.support.policies import TEAM_SHARING
 from webhook.bundle import ship
 from webhook.cli import build_parser
 from webhook.manifests import Manifest

@@ -13,8 +13,8 @@ from webhook.policy.source import parse_documents
 EXAMPLE_POLICIES = Path(__file__).resolve().parents[2] / "policies" / "examples"
 
 
-def sharing_policy(spec_yaml: str, name: str = "test-policy") -> SharingPolicy:
-    """A GPUSharingPolicy from the YAML of its spec alone."""
+def _compiled(spec_yaml: str, name: str) -> tuple[PolicySet, list[str]]:
+    """A GPUSharingPolicy from the YAML of its spec alone, through the real loader."""
     document = {
         "apiVersion": "gpuwebhook.io/v1alpha1",
         "kind": "GPUSharingPolicy",
@@ -22,8 +22,25 @@ def sharing_policy(spec_yaml: str, name: str = "test-policy") -> SharingPolicy:
         "spec": yaml.safe_load(spec_yaml),
     }
     policies, problems = compile_documents(parse_documents(yaml.safe_dump(document), "test.yaml"))
-    assert not problems, [str(p) for p in problems]
+    return policies, [str(p) for p in problems]
+
+
+def sharing_policy(spec_yaml: str, name: str = "test-policy") -> SharingPolicy:
+    """A GPUSharingPolicy from the YAML of its spec alone."""
+    policies, problems = _compiled(spec_yaml, name)
+    assert not problems, problems
     return policies.sharing[0]
+
+
+# A team's own sharing policy, as docs and install tests add one beside the bundle.
+TEAM_SHARING = """\
+apiVersion: gpuwebhook.io/v1alpha1
+kind: GPUSharingPolicy
+metadata: {name: team-timeslice}
+spec:
+  match: {namespaces: ["team-a"]}
+  sharing: {mode: timeslice, resourceName: nvidia.com/gpu.shared}
+"""
 
 
 def policy_set(*policies: SharingPolicy) -> PolicySet:
@@ -36,11 +53,4 @@ def example_policies() -> PolicySet:
 
 def compile_problems(spec_yaml: str, name: str = "test-policy") -> list[str]:
     """What `policies check` says of a GPUSharingPolicy with this spec."""
-    document = {
-        "apiVersion": "gpuwebhook.io/v1alpha1",
-        "kind": "GPUSharingPolicy",
-        "metadata": {"name": name},
-        "spec": yaml.safe_load(spec_yaml),
-    }
-    _, problems = compile_documents(parse_documents(yaml.safe_dump(document), "test.yaml"))
-    return [str(p) for p in problems]
+    return _compiled(spec_yaml, name)[1]

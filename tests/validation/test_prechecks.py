@@ -101,6 +101,8 @@ SCHEDULER_ANNOTATIONS = sorted(
         "hami.io/-devices-allocated-x",
     }
 )
+# The Rego's own defaults, written out here rather than taken only from bundle.py, so that a
+# precheck whose list lost a name is caught; bundle.py's list is added in case it grows.
 DEVICE_VARIABLES = sorted(
     {
         "NVIDIA_VISIBLE_DEVICES",

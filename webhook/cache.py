@@ -206,6 +206,11 @@ class ClusterCache:
 
     # Readers ------------------------------------------------------------------------------
 
+    def namespace_view(self) -> dict[str, Mapping[str, str]]:
+        """Every listed Namespace with its labels (not the namespaces only pods name)."""
+        with self._lock:
+            return dict(self._namespaces)
+
     def namespace_labels(self, namespace: str) -> Mapping[str, str]:
         with self._lock:
             return self._namespaces.get(namespace, {})
@@ -231,6 +236,11 @@ class ClusterCache:
     def dra(self) -> DraIndex:
         """The current DRA snapshot (immutable; swapped whole on every change)."""
         return self._dra
+
+    def dra_objects(self, kind: str) -> list[KubeObject]:
+        """The watched objects of one DRA kind, whole (the template keeper compares specs)."""
+        with self._lock:
+            return list(self._dra_objects[kind].values())
 
     @property
     def dra_synced(self) -> bool:

@@ -267,6 +267,13 @@ def _add_cluster_options(serve: argparse.ArgumentParser) -> None:
         help="seconds between background scans of existing objects (one replica, by Lease); 0: off",
     )
     cluster.add_argument(
+        "--dra-templates-interval",
+        type=_non_negative_seconds,
+        default=env("dra-templates-interval", "60"),
+        help="seconds between passes that create mode dra's ResourceClaimTemplates (one replica, by "
+        "Lease; sooner when policies or namespaces change); 0: off, the templates come from elsewhere",
+    )
+    cluster.add_argument(
         "--max-staleness",
         type=_positive_seconds,
         default=env("max-staleness", str(DEFAULT_MAX_STALENESS_SECONDS)),
@@ -322,6 +329,7 @@ def _serve(args: argparse.Namespace) -> int:
         reservation_ttl_seconds=args.reservation_ttl,
         max_staleness_seconds=args.max_staleness,
         scan_interval_seconds=args.scan_interval,
+        dra_templates_interval_seconds=args.dra_templates_interval,
         **audit_settings(args),
         utilization=serve_settings(args),
     )

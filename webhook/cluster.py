@@ -1,5 +1,5 @@
 """The only importer of `kubernetes`: connect, list and watch for the caches and the scan,
-ConfigMaps for the ledger, the scan's Lease.
+ConfigMaps for the ledger, Leases, and the ResourceClaimTemplates that mode dra needs.
 
 Responses are read raw (`_preload_content=False`) and parsed with orjson: the
 client's model objects would cost far more memory and CPU than the few fields the
@@ -248,6 +248,48 @@ class LeaseStore:
         return lease.from_wire(
             _document(f"update lease {name}", self._api.replace_namespaced_lease, name, self.namespace, body)
         )
+
+
+class TemplateStore:
+    """The ResourceClaimTemplates mode dra needs, in any namespace: the keeper's writes."""
+
+    def __init__(self, connection: Connection) -> None:
+        self._api = client.ResourceV1Api(connection.api_client)
+
+    def create(self, body: Mapping[str, Any]) -> None:
+        name, namespace = _identity(body)
+        document: Any = dict(body)
+        _document(
+            f"create resourceclaimtemplate {namespace}/{name}",
+            self._api.create_namespaced_resource_claim_template,
+            namespace,
+            document,
+        )
+
+    def replace(self, body: Mapping[str, Any]) -> None:
+        name, namespace = _identity(body)
+        document: Any = dict(body)
+        _document(
+            f"update resourceclaimtemplate {namespace}/{name}",
+            self._api.replace_namespaced_resource_claim_template,
+            name,
+            namespace,
+            document,
+        )
+
+    def delete(self, namespace: str, name: str, resource_version: str) -> None:
+        """Only the version the decision was made on: a template changed since is left for the next pass."""
+        options = client.V1DeleteOptions(
+            preconditions=client.V1Preconditions(resource_version=resource_version or None)
+        )
+        method = functools.partial(self._api.delete_namespaced_resource_claim_template, body=options)
+        with contextlib.suppress(_NotFound):  # gone already: what we wanted
+            _document(f"delete resourceclaimtemplate {namespace}/{name}", method, name, namespace)
+
+
+def _identity(body: Mapping[str, Any]) -> tuple[str, str]:
+    meta = body.get("metadata") or {}
+    return str(meta.get("name") or ""), str(meta.get("namespace") or "")
 
 
 _TIMEOUTS = (CONNECT_SECONDS, REQUEST_SECONDS)

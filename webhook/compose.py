@@ -17,7 +17,9 @@ from webhook.clusterstate import ClusterState, build_cluster_state
 from webhook.config import Settings
 from webhook.decision import Decision
 from webhook.dra import templates
+from webhook.dra.keeper import KeeperLoop
 from webhook.dra.served import unserved
+from webhook.dra.setup import build_template_keeper
 from webhook.gatekeeper_data import namespace_inventory, static_inventory
 from webhook.match import glob_matches
 from webhook.metrics import Metrics
@@ -113,18 +115,21 @@ def build_service(settings: Settings) -> Service:
         )
     sink = audit[1].journal.append if audit is not None else None
     scan = build_periodic_scan(settings, metrics, lambda: store.current, cluster, review_settings, sink)
-    return _with_scan(service, scan) if scan is not None else service
+    service = _with_background(service, scan) if scan is not None else service
+    keeper = build_template_keeper(settings, metrics, lambda: store.current, cluster)
+    return _with_background(service, keeper) if keeper is not None else service
 
 
-def _with_scan(service: Service, scan: PeriodicScan) -> Service:
-    """The scan starts once the audit log is open, and stops (releasing its Lease) before it closes."""
+def _with_background(service: Service, task: PeriodicScan | KeeperLoop) -> Service:
+    """A background task starts once the audit log is open and the caches are starting, and stops
+    (releasing its Lease) before they close."""
 
     async def stop() -> None:
-        await asyncio.to_thread(scan.stop)
+        await asyncio.to_thread(task.stop)
 
     return dataclasses.replace(
         service,
-        on_startup=(*service.on_startup, _hook(scan.start)),
+        on_startup=(*service.on_startup, _hook(task.start)),
         on_shutdown=(stop, *service.on_shutdown),
     )
 

@@ -96,6 +96,9 @@ class Settings:
     utilization: UtilizationSettings | None = None
     # The background scan of existing objects: seconds between runs, 0 for none.
     scan_interval_seconds: float = 0.0
+    # With a cluster: seconds between passes that create the ResourceClaimTemplates mode dra
+    # needs (one replica, by Lease; passes run sooner when policies or namespaces change); 0: off.
+    dra_templates_interval_seconds: float = 60.0
     engine: Literal["regopy", "opa"] = "regopy"
     opa_url: str = "http://127.0.0.1:8181"
     opa_timeout_seconds: float = 1.5

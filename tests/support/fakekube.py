@@ -4,11 +4,13 @@ Covers what gpu-webhook uses: Pods, Namespaces and the workload kinds the scan r
 (ReplicationControllers, apps/v1 Deployments, StatefulSets, DaemonSets, ReplicaSets,
 batch/v1 Jobs and CronJobs): list with resourceVersion and limit/continue paging, and
 watch streaming JSON lines with ADDED, MODIFIED, DELETED, BOOKMARK and an ERROR
-carrying a 410 Status. ConfigMaps and coordination.k8s.io/v1 Leases: get, create
-(409 AlreadyExists), and update with 409 Conflict on a stale resourceVersion; a Lease
-whose spec does not follow the API's types (MicroTime, int32) is refused with 422 as
-the API server would. One resourceVersion counter spans every resource, as etcd's
-revision does.
+carrying a 410 Status. ConfigMaps, coordination.k8s.io/v1 Leases and resource.k8s.io/v1
+ResourceClaimTemplates: get, create (409 AlreadyExists; 404 in a namespace that does not
+exist, for templates), and update with 409 Conflict on a stale resourceVersion; a Lease
+whose spec does not follow the API's types (MicroTime, int32), and a template update that
+changes the spec, are refused with 422 as the API server would. Templates can be deleted,
+with a resourceVersion precondition (409 when it is stale). One resourceVersion counter
+spans every resource, as etcd's revision does.
 
 Test controls: create/update/delete objects, pause watch delivery, expire watches
 (history compacted, so resuming needs a relist), send bookmarks, an outage (every
@@ -55,7 +57,9 @@ RESOURCES = {
 }
 KINDS = {resource: kind for resource, (_, kind) in RESOURCES.items()}
 NAMESPACED = set(RESOURCES) - {"namespaces", "deviceclasses"}
-WRITABLE = {"configmaps", "leases"}
+WRITABLE = {"configmaps", "leases", "resourceclaimtemplates"}
+DELETABLE = {"resourceclaimtemplates"}
+IMMUTABLE_SPEC = {"resourceclaimtemplates"}  # resource.k8s.io/v1: a template's spec cannot change
 _ROUTE = re.compile(
     r"^/(?:api/(?P<core>v1)|apis/(?P<group>[a-z0-9.-]+)/(?P<version>v[0-9a-z]+))"
     r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<resource>[a-z]+)(?:/(?P<name>[^/]+))?$"
@@ -396,6 +400,8 @@ class FakeKube:
             return 422, _status(422, "Invalid", f'{KINDS[resource]} "{name}" is invalid: {invalid}')
         with self._cond:
             key = _key(resource, body)
+            if resource in DELETABLE and ("namespaces", "", namespace) not in self._objects:
+                return 404, _status(404, "NotFound", f'namespaces "{namespace}" not found')
             if method == "POST":
                 if key in self._objects:
                     self.conflicts += 1
@@ -413,7 +419,31 @@ class FakeKube:
                     "please apply your changes to the latest version and try again"
                 )
                 return 409, _status(409, "Conflict", message)
+            if resource in IMMUTABLE_SPEC and body.get("spec") != current.get("spec"):
+                return 422, _status(
+                    422, "Invalid", f'{KINDS[resource]} "{name}" is invalid: spec: field is immutable'
+                )
             return 200, self.update(resource, body)
+
+    def remove(
+        self, resource: str, namespace: str, name: str, body: dict[str, Any] | None
+    ) -> tuple[int, dict[str, Any]]:
+        """DELETE, honouring DeleteOptions' resourceVersion precondition."""
+        with self._cond:
+            current = self.get(resource, namespace, name)
+            if current is None:
+                return 404, _status(404, "NotFound", f'{resource} "{name}" not found')
+            expected = ((body or {}).get("preconditions") or {}).get("resourceVersion")
+            if expected and expected != current["metadata"]["resourceVersion"]:
+                self.conflicts += 1
+                message = (
+                    f'Operation cannot be fulfilled on {resource} "{name}": Precondition failed: '
+                    f"ResourceVersion in precondition: {expected}, "
+                    f"ResourceVersion in object meta: {current['metadata']['resourceVersion']}"
+                )
+                return 409, _status(409, "Conflict", message)
+            self.delete(resource, namespace, name)
+            return 200, {**_status(200, "Success", "deleted"), "status": "Success"}
 
 
 def _key(resource: str, obj: dict[str, Any]) -> Key:
@@ -504,6 +534,9 @@ def _handler(api: FakeKube) -> type[QuietHandler]:
         def do_PUT(self) -> None:
             self._serve("PUT")
 
+        def do_DELETE(self) -> None:
+            self._serve("DELETE")
+
         def _serve(self, method: str) -> None:
             parts = urlsplit(self.path)
             query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
@@ -530,6 +563,8 @@ def _handler(api: FakeKube) -> type[QuietHandler]:
                 if resource in ("pods", "namespaces"):
                     api.wait_lists_open()
                 return self._json(*api.list_objects(resource, namespace, query))
+            if method == "DELETE" and resource in DELETABLE and name:
+                return self._json(*api.remove(resource, namespace, name, body))
             if resource not in WRITABLE or not isinstance(body, dict):
                 return self._json(405, _status(405, "MethodNotAllowed", "not supported by the fake"))
             return self._json(*api.write(method, resource, namespace, name or "", body))

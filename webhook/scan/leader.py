@@ -135,13 +135,23 @@ class LeaseElector:
 
 
 class Leadership:
-    """Runs an elector in its own thread; `on_change(leading)` hears every gain and loss."""
+    """Runs an elector in its own thread; `on_change(leading)` hears every gain and loss. `label`
+    and `duty` name the lease and what its holder does, for the log."""
 
-    def __init__(self, elector: LeaseElector, on_change: Callable[[bool], None] = lambda _: None) -> None:
+    def __init__(
+        self,
+        elector: LeaseElector,
+        on_change: Callable[[bool], None] = lambda _: None,
+        *,
+        label: str = "scan",
+        duty: str = "the background scan",
+    ) -> None:
         self.elector = elector
+        self.label = label
+        self.duty = duty
         self._on_change = on_change
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="scan-lease", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"lease-{elector.name}", daemon=True)
         self._leading = False
 
     @property
@@ -169,7 +179,7 @@ class Leadership:
         self._leading = leading
         facts = {"lease": self.elector.name, "holder": self.elector.identity}
         if leading:
-            log.info("scan lease acquired: this replica runs the background scan", extra=facts)
+            log.info("%s lease acquired: this replica runs %s", self.label, self.duty, extra=facts)
         else:
-            log.info("scan lease given up or lost: another replica runs the background scan", extra=facts)
+            log.info("%s lease given up or lost: another replica runs %s", self.label, self.duty, extra=facts)
         self._on_change(leading)

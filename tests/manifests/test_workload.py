@@ -194,7 +194,9 @@ def test_rbac_has_no_wildcards_and_no_secrets(rendered: list[Manifest], kind: st
         for key in ("apiGroups", "resources", "verbs", "resourceNames", "nonResourceURLs"):
             assert "*" not in rule.get(key, []), (kind, rule)
         assert "secrets" not in rule["resources"]
-        assert not {"escalate", "bind", "impersonate", "delete", "deletecollection"} & set(rule["verbs"])
+        assert not {"escalate", "bind", "impersonate", "deletecollection"} & set(rule["verbs"])
+        if "delete" in rule["verbs"]:  # only the keeper's own templates, retired after a grace period
+            assert (rule["apiGroups"], rule["resources"]) == (["resource.k8s.io"], ["resourceclaimtemplates"])
 
 
 def _grants(role: Manifest) -> dict[tuple[str, str], set[str]]:
@@ -219,10 +221,13 @@ SCANNED = {
 }
 
 
-def test_cluster_role_only_reads_what_the_caches_and_the_scan_read(rendered: list[Manifest]) -> None:
+def test_cluster_role_reads_what_the_caches_and_the_scan_read_and_writes_only_templates(
+    rendered: list[Manifest],
+) -> None:
     dra = {
         ("resource.k8s.io", r): READ for r in ("resourceclaims", "resourceclaimtemplates", "deviceclasses")
     }
+    dra[("resource.k8s.io", "resourceclaimtemplates")] = READ | {"create", "update", "delete"}
     expected = {("", "pods"): READ, ("", "namespaces"): READ} | dict.fromkeys(SCANNED, READ) | dra
     assert _grants(one(rendered, "ClusterRole")) == expected
 
@@ -233,7 +238,7 @@ def test_the_cluster_role_covers_every_kind_the_scan_lists(rendered: list[Manife
         assert granted[(kind.group, kind.resource)] >= READ, kind
 
 
-def test_namespaced_role_covers_the_ledger_and_the_scan_lease(rendered: list[Manifest]) -> None:
+def test_namespaced_role_covers_the_ledger_and_the_leases(rendered: list[Manifest]) -> None:
     role = one(rendered, "Role")
     assert role["metadata"]["namespace"] == "gpu-system"
     by_name = {"get", "create", "update"}  # both are read and written by name: no list, no watch

@@ -87,12 +87,14 @@ class TemplateKeeper:
         writer: TemplateWriter,
         *,
         max_writes: int = MAX_WRITES,
+        grace_seconds: float = sync.GRACE_SECONDS,
         wall: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
         on_write: Callable[[str, str], None] = lambda action, result: None,
     ) -> None:
         self._world = world
         self._writer = writer
         self._max_writes = max_writes
+        self._grace_seconds = grace_seconds
         self._wall = wall
         self._on_write = on_write
         self._wanted = Wanted()
@@ -105,7 +107,9 @@ class TemplateKeeper:
             return None
         managed = set(world.namespaces)
         existing = {_key(o): o for o in world.existing if _key(o)[1]}
-        plan = sync.plan(self._wanted(world), existing, managed.__contains__, self._wall())
+        plan = sync.plan(
+            self._wanted(world), existing, managed.__contains__, self._wall(), self._grace_seconds
+        )
         result = PassResult(conflicts=plan.conflicts, left_over=max(0, len(plan.writes) - self._max_writes))
         for write in plan.writes[: self._max_writes]:
             outcome = self._apply(write)

@@ -36,7 +36,7 @@ def build_template_keeper(
         registry=metrics.registry,
     )
     keeper = TemplateKeeper(
-        lambda: _world(cluster, policies(), exempt),
+        lambda: world_of(cluster, policies(), exempt),
         kube.TemplateStore(connection),
         on_write=lambda action, result: writes.labels(action, result).inc(),
     )
@@ -44,7 +44,7 @@ def build_template_keeper(
     elector = LeaseElector(leases, replica_id(), name=LEASE_NAME)
     loop = KeeperLoop(
         keeper,
-        lambda: _fingerprint(cluster, policies()),
+        lambda: fingerprint_of(cluster, policies()),
         settings.dra_templates_interval_seconds,
         elector=elector,
     )
@@ -57,7 +57,7 @@ def build_template_keeper(
     return loop
 
 
-def _world(cluster: ClusterState, policies: PolicySet, exempt: Sequence[str]) -> World:
+def world_of(cluster: ClusterState, policies: PolicySet, exempt: Sequence[str]) -> World:
     cache = cluster.cache
     namespaces = {
         name: labels
@@ -68,7 +68,7 @@ def _world(cluster: ClusterState, policies: PolicySet, exempt: Sequence[str]) ->
     return World(policies, namespaces, tuple(cache.dra_objects(TEMPLATES)), ready)
 
 
-def _fingerprint(cluster: ClusterState, policies: PolicySet) -> tuple[object, ...]:
+def fingerprint_of(cluster: ClusterState, policies: PolicySet) -> tuple[object, ...]:
     cache = cluster.cache
     return (policies.version, Same(cache.dra()), sorted(cache.namespace_view().items(), key=_first))
 

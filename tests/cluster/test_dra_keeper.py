@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from tests.support.fakekube import FakeKube
 from tests.support.pods import namespace
 from tests.support.policies import sharing_policy
 from tests.support.schema import assert_valid
+from tests.support.server import start_server
 from webhook.cache import KINDS, ClusterCache
 from webhook.cluster import Connection, KubeSource, LeaseStore, TemplateStore
 from webhook.clusterstate import ClusterState
@@ -165,3 +167,46 @@ def test_a_name_held_by_someone_else_is_reported_and_left_alone(
     _until(cluster.cache, lambda names: second in names)
     held = fake.get("resourceclaimtemplates", "team-a", first.split("/")[1])
     assert held is not None and held["spec"] == squatter["spec"]  # never overwritten
+
+
+DRA_POLICY = """\
+apiVersion: gpuwebhook.io/v1alpha1
+kind: GPUSharingPolicy
+metadata: {name: whole}
+spec:
+  match: {namespaces: [team-*]}
+  sharing: {mode: dra, maxGpusPerPod: 2}
+"""
+
+
+@pytest.mark.slow
+def test_serve_keeps_the_templates_and_counts_its_writes(
+    fake: FakeKube, cert_dir: Path, tmp_path: Path
+) -> None:
+    """The keeper as `gpu-webhook serve` wires it: on by default with a cluster, on the Lease."""
+    fake.create("namespaces", namespace("team-a"))
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "whole.yaml").write_text(DRA_POLICY)
+    home = tmp_path / "home"
+    home.mkdir()
+    kubeconfig = fake.write_kubeconfig(tmp_path / "kubeconfig")
+    server = start_server(
+        [*("--cert-dir", str(cert_dir), "--policies", str(policies)), *("--kubeconfig", str(kubeconfig))],
+        ca_file=cert_dir / "ca.crt",
+        env={"HOME": str(home), "KUBECONFIG": ""},
+    )
+    try:
+        wanted = _wanted(PolicySet(sharing=(WHOLE,)), "team-a")
+        server.wait_for_log(
+            lambda e: e.get("msg") == "ResourceClaimTemplate written" and e.get("template") in wanted
+        )
+        fake.wait_for_requests(
+            lambda log: sum("POST" in line and "resourceclaimtemplates" in line for line in log) == 2
+        )
+        assert fake.get("leases", "gpu-system", LEASE_NAME) is not None
+        metrics = server.client().request("GET", "/metrics").body.decode()
+        assert 'gpu_webhook_dra_template_writes_total{action="create",result="ok"}' in metrics
+        assert "gpu_webhook_dra_template_conflicts 0.0" in metrics
+    finally:
+        server.stop()

@@ -15,6 +15,7 @@ from webhook import gpu
 from webhook.accounting import CLAIM_KINDS, count_gpus
 from webhook.config import EXEMPT_NAMESPACES, Enforcement, FailureMode
 from webhook.decision import ALLOW, Decision, Finding, clamp_warnings, deny
+from webhook.dra import templates
 from webhook.dra.devices import ClaimError
 from webhook.dra.index import GROUP as DRA_GROUP
 from webhook.dra.index import DraIndex
@@ -235,7 +236,7 @@ def _dra_builtin(
         return []
     namespace = request.get("namespace") or "default"
     labels = {"kubernetes.io/metadata.name": namespace, **deps.namespace_labels(namespace)}
-    return dra.claim_findings(obj, namespace, labels, deps.dra or _NO_DRA)
+    return dra.claim_findings(obj, namespace, labels, deps.dra or _NO_DRA, deps.policies.sharing)
 
 
 _NO_DRA = DraIndex()
@@ -256,6 +257,9 @@ def _builtin(
     claimed = _claim_sources(subject, deps.dra) if policy is not None else ()
     if claimed and policy is not None and policy.sharing.max_gpus_per_pod is not None:
         count = count_gpus(subject.target.pod, deps.dra, subject.namespace)  # the policy's cap sees claims
+    if claimed and policy is not None and policy.sharing.mode == "dra":  # its own templates are no escape
+        own = templates.own_sources(policy, subject.namespace, deps.dra or _NO_DRA)
+        claimed = tuple(source for source in claimed if source not in own)
     found = builtin.check(subject.target, policy, deps.policies.shared_names, claimed, count)
     return [f for f in found if f.action in actions]
 

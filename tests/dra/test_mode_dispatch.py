@@ -27,6 +27,7 @@ CONFIGURATIONS = [
     REPO / "manifests" / "base" / name for name in ("mutatingwebhook.yaml", "validatingwebhook.yaml")
 ]
 NS = "dra-team"
+TEMPLATES = "resourceclaimtemplates"
 POLICIES = {
     strategy: sharing_policy(
         "priority: 1000\n"
@@ -107,3 +108,52 @@ def test_a_template_nobody_printed_is_named(dispatcher: Dispatcher) -> None:
     pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "dra-exclusive-9gpu-0"}]
     outcome = dispatcher.admit(Request("CREATE", pod))
     assert not outcome.allowed and "dra-exclusive-9gpu-0" in outcome.message
+
+
+def _on_template(strategy: str, template: str) -> dict[str, Any]:
+    pod = _pod(strategy, 1)
+    pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": template}]
+    return pod
+
+
+def test_a_template_of_another_policy_is_no_way_around_the_sharing(dispatcher: Dispatcher) -> None:
+    exclusive = templates.template_name(POLICIES["Exclusive"], templates.Shape(1))
+    denied = dispatcher.admit(Request("CREATE", _on_template("TimeSlicing", exclusive)))
+    assert not denied.allowed and "[gpu-builtin/sharing-enforced]" in denied.message
+    assert f"ResourceClaimTemplate {NS}/{exclusive}" in denied.message
+    own = dispatcher.admit(Request("CREATE", _on_template("Exclusive", exclusive)))
+    assert own.allowed, own.message
+
+
+def _template_object(strategy: str, count: int) -> dict[str, Any]:
+    return templates.template(POLICIES[strategy], NS, templates.Shape(count))
+
+
+def test_a_template_under_a_policys_name_must_be_the_policys(dispatcher: Dispatcher) -> None:
+    printed = _template_object("TimeSlicing", 1)
+    assert dispatcher.admit(Request("CREATE", printed, resource=TEMPLATES)).allowed  # as printed (GitOps)
+    squatted = {**printed, "spec": _template_object("Exclusive", 1)["spec"]}
+    denied = dispatcher.admit(Request("CREATE", squatted, resource=TEMPLATES))
+    assert not denied.allowed and "[gpu-builtin/dra-claim]" in denied.message
+    assert "belongs to policy dra-timeslicing" in denied.message
+    other = {**squatted, "metadata": {**squatted["metadata"], "name": "my-own-template"}}
+    assert dispatcher.admit(Request("CREATE", other, resource=TEMPLATES)).allowed
+
+
+def test_a_policys_template_that_someone_else_made_differently_is_no_escape() -> None:
+    """Made before the webhook could refuse it: the pods pointed at it are denied instead."""
+    ours = (POLICIES["TimeSlicing"],)
+    printed = templates.needed(ours, NS, {"kubernetes.io/metadata.name": NS})
+    squatted = [{**t, "spec": _template_object("Exclusive", 1)["spec"]} for t in printed]
+    policies = dataclasses.replace(load_directory(BUNDLED_POLICIES), sharing=ours)
+    deps = offline_deps(policies, Inventory("squatted", tuple(squatted)))
+    cel = CelProcess()
+    try:
+        dispatcher = Dispatcher(
+            [yaml.safe_load(p.read_text()) for p in CONFIGURATIONS], cel, in_process(deps)
+        )
+        outcome = dispatcher.admit(Request("CREATE", _pod("TimeSlicing", 1)))
+    finally:
+        cel.close()
+    assert not outcome.allowed and "[gpu-builtin/sharing-enforced]" in outcome.message

@@ -104,7 +104,9 @@ def test_mig_denies_more_than_the_largest_slice() -> None:
 def test_sharing_enforced_accepts_claims_and_denies_whole_gpus_under_dra() -> None:
     claimed = _mutated(MPS, pod(gpus("1")))
     target = PodTarget(claimed, "Pod", "p")
-    assert builtin.check(target, MPS, (), claimed=("ResourceClaimTemplate ns/x",)) == []
+    assert builtin.check(target, MPS, (), claimed=()) == []  # the caller leaves out the policy's own
+    foreign = builtin.check(target, MPS, (), claimed=("ResourceClaimTemplate ns/x",))
+    assert [f.message for f in foreign if "GPUs through DRA (ResourceClaimTemplate ns/x)" in f.message]
     whole = builtin.check(PodTarget(pod(gpus("1")), "Pod", "p"), MPS, ())
     assert [f.message for f in whole if "requires dra sharing" in f.message]
     sliced = builtin.check(PodTarget(pod(gpus("1", resource="nvidia.com/mig-1g.5gb")), "Pod", "p"), MPS, ())

@@ -151,6 +151,45 @@ def templates_for(policy: SharingPolicy, namespace: str) -> list[dict[str, Any]]
     return [template(policy, namespace, shape) for shape in shapes(policy)]
 
 
+# Policies hold dicts (not hashable): remembered by identity, each entry keeping its policy alive
+# so that an id is not reused while remembered.
+_BY_POLICY: dict[int, tuple[SharingPolicy, Mapping[str, Any]]] = {}
+_REMEMBERED = 64
+
+
+def _devices_by_name(policy: SharingPolicy) -> Mapping[str, Any]:
+    """Template name -> its `devices`, for every shape: names do not depend on the namespace."""
+    found = _BY_POLICY.get(id(policy))
+    if found is not None and found[0] is policy:
+        return found[1]
+    devices = {template_name(policy, s): _claim_spec(_dra(policy), s)["devices"] for s in shapes(policy)}
+    if len(_BY_POLICY) >= _REMEMBERED:
+        _BY_POLICY.clear()
+    _BY_POLICY[id(policy)] = (policy, devices)
+    return devices
+
+
+def own_sources(policy: SharingPolicy, namespace: str, index: DraIndex) -> frozenset[str]:
+    """The claim sources ("ResourceClaimTemplate ns/name", as claim resolution names them) that are
+    this policy's templates and hold exactly what the policy writes: a template someone else made
+    under one of those names, with other devices, is not among them."""
+    return frozenset(
+        f"ResourceClaimTemplate {namespace}/{name}"
+        for name, devices in _devices_by_name(policy).items()
+        if index.template_devices(namespace, name) == (True, devices)
+    )
+
+
+def reserved_by(
+    policies: Iterable[SharingPolicy], namespace: str, labels: Mapping[str, str], name: str
+) -> str | None:
+    """The dra policy whose template for `namespace` goes by `name`, if any."""
+    for policy in policies:
+        if could_apply(policy, namespace, labels) and name in _devices_by_name(policy):
+            return policy.name
+    return None
+
+
 def could_apply(policy: SharingPolicy, namespace: str, namespace_labels: Mapping[str, str]) -> bool:
     """Whether a dra policy can match some pod in the namespace (pod selectors aside: some pod
     there may carry the labels)."""

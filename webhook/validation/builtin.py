@@ -34,7 +34,8 @@ def check(
     claimed: tuple[str, ...] = (),
     count: GpuCount | None = None,
 ) -> list[Finding]:
-    """`claimed`: sources of the DRA claims through which the pod gets GPUs ("ResourceClaim ns/x");
+    """`claimed`: sources of the DRA claims through which the pod gets GPUs ("ResourceClaim ns/x")
+    other than the templates of the policy's own mode dra;
     `count`: the pod's GPUs with its claims, when the caller resolved them."""
     # Later checks read GPU counts, so they run only once the counts are known to be valid.
     findings = _quantities(target, shared_names) or _kai(target)
@@ -133,10 +134,9 @@ def _sharing_enforced(
         return [Finding(SHARING, "deny", str(e))]
     if needs.opt_out and policy.sharing.allow_opt_out:
         return []
-    # GPUs claimed through DRA are allocated by the DRA driver, outside any device-plugin
-    # sharing; under mode dra a claim is exactly what the policy produces.
-    dra = policy.sharing.mode == "dra"
-    foreign = f"GPUs through DRA ({', '.join(claimed)})" if claimed and not dra else None
+    # GPUs claimed through DRA are allocated by the DRA driver, outside any device-plugin sharing
+    # (the caller leaves out the claims a dra policy's own templates make).
+    foreign = f"GPUs through DRA ({', '.join(claimed)})" if claimed else None
     foreign = foreign or _foreign_share(target, policy, shared_names)
     if foreign is not None:
         message = (

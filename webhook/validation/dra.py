@@ -5,6 +5,7 @@ state is complete, or one that cannot be counted, is denied and named), so that 
 counts a pod's GPUs as zero by mistake.
 
 On ResourceClaims and ResourceClaimTemplates themselves, outside exempt namespaces:
+- a template under a name that a mode dra policy points pods at must have that policy's spec;
 - `allocationMode: All` on a GPU device class takes every GPU of a node: denied;
 - `adminAccess: true` reaches devices in use by others: denied unless the namespace carries
   the label `gpuwebhook.io/dra-admin-access=true`.
@@ -15,15 +16,17 @@ namespace may use is the `gpu-dra-device-classes` constraint's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webhook.accounting import claim_devices
 from webhook.decision import Finding
+from webhook.dra import templates
 from webhook.dra.devices import ClaimError, DeviceAsk, claim_asks
 from webhook.dra.index import DraIndex
 from webhook.dra.resolve import pod_claims
 from webhook.mutation.target import PodTarget
+from webhook.policy.model import SharingPolicy
 
 CLAIMS_RESOLVE = "gpu-builtin/dra-claims"
 CLAIM_RULES = "gpu-builtin/dra-claim"
@@ -43,10 +46,17 @@ def pod_findings(target: PodTarget, namespace: str, dra: DraIndex | None) -> lis
 
 
 def claim_findings(
-    obj: Mapping[str, Any], namespace: str, labels: Mapping[str, str], dra: DraIndex
+    obj: Mapping[str, Any],
+    namespace: str,
+    labels: Mapping[str, str],
+    dra: DraIndex,
+    policies: Sequence[SharingPolicy] = (),
 ) -> list[Finding]:
     """What is wrong with a ResourceClaim or ResourceClaimTemplate: one finding per problem."""
     subject = f"{obj.get('kind')} {_name(obj)}"
+    squatted = _squatted(obj, namespace, labels, policies)
+    if squatted:
+        return [Finding(CLAIM_RULES, "deny", f"{subject}: {squatted}")]
     try:
         asks = claim_asks(claim_devices(dict(obj)), dra.classes, dra.gpu_classes)
     except ClaimError as e:
@@ -58,6 +68,26 @@ def claim_findings(
         if problem:
             findings.append(Finding(CLAIM_RULES, "deny", f"{subject}: request {ask.request!r} {problem}"))
     return findings
+
+
+def _squatted(
+    obj: Mapping[str, Any], namespace: str, labels: Mapping[str, str], policies: Sequence[SharingPolicy]
+) -> str | None:
+    """A template under a name a mode dra policy points pods at must be that policy's template:
+    otherwise whoever creates it first decides what those pods get."""
+    if obj.get("kind") != templates.KIND or not any(p.sharing.mode == "dra" for p in policies):
+        return None
+    name = _name(obj)
+    owner = templates.reserved_by(policies, namespace, labels, name)
+    if owner is None:
+        return None
+    expected = next(t for t in templates.needed(policies, namespace, labels) if t["metadata"]["name"] == name)
+    if obj.get("spec") == expected["spec"]:
+        return None
+    return (
+        f"the name belongs to policy {owner}'s mode dra template, whose spec this is not; "
+        "create it as `gpu-webhook dra templates` prints it, or leave it to the webhook"
+    )
 
 
 def _problem(ask: DeviceAsk, namespace: str, admin_allowed: bool) -> str | None:

@@ -8,7 +8,7 @@ import orjson
 import yaml
 
 from tests.conftest import BUNDLED_POLICIES
-from tests.dra.objects import NS, claim, pod, request
+from tests.dra.objects import NS, claim, device_class, pod, request
 from tests.support.cli import gpu_webhook
 
 CLASS_DEVICES = "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"
@@ -79,3 +79,18 @@ def test_scan_sees_claimed_gpus(tmp_path: Path) -> None:
     )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "gpu-max-per-pod" in result.stdout and "Pod big asks for 9 GPUs" in result.stdout
+
+
+def test_scan_counts_the_classes_configured_as_gpus(tmp_path: Path) -> None:
+    """A class of another vendor's driver is a GPU only when named, as serve --dra-gpu-classes."""
+    objects = [
+        device_class("accel.example.com", "device.driver == 'accel.example.com'"),
+        claim("nine", request(count=9, device_class="accel.example.com")),
+        pod("big", claim_name="nine"),
+    ]
+    (tmp_path / "inventory.yaml").write_text(yaml.safe_dump_all(objects))
+    command = ("scan", "--policies", str(BUNDLED_POLICIES), "--inventory", "inventory.yaml")
+    plain = gpu_webhook(*command, cwd=tmp_path)
+    assert plain.returncode == 0 and "Pod big asks for 9 GPUs" not in plain.stdout, plain.stdout
+    named = gpu_webhook(*command, "--dra-gpu-classes", "accel.example.com", cwd=tmp_path)
+    assert named.returncode == 1 and "Pod big asks for 9 GPUs" in named.stdout, named.stdout

@@ -33,13 +33,19 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=EXEMPT_NAMESPACES,
         help="comma-separated namespace globs never reviewed, as serve --exclude-namespaces",
     )
+    parser.add_argument(
+        "--dra-gpu-classes",
+        type=_csv,
+        default=(),
+        help="comma-separated DRA device classes counted as GPUs, as serve --dra-gpu-classes",
+    )
     parser.add_argument("-o", "--output", choices=["table", "json"], default="table")
     parser.set_defaults(command=command)
 
 
 def command(args: argparse.Namespace) -> int:
     policies = load_directory(args.policies)
-    snapshot = _snapshot(args.inventory, args.kubeconfig)
+    snapshot = _snapshot(args.inventory, args.kubeconfig, args.dra_gpu_classes)
     settings = ReviewSettings(excluded_namespaces=args.exclude_namespaces)
     journal = _journal(args.audit_log)
     try:
@@ -51,9 +57,9 @@ def command(args: argparse.Namespace) -> int:
     return 1 if outcome.summary.by_action()["deny"] else 0
 
 
-def _snapshot(inventory: Path | None, kubeconfig: Path | None) -> Snapshot:
+def _snapshot(inventory: Path | None, kubeconfig: Path | None, gpu_classes: tuple[str, ...]) -> Snapshot:
     if inventory is not None:
-        return from_inventory(load_inventory(inventory))
+        return from_inventory(load_inventory(inventory), gpu_classes)
     from webhook import cluster  # the kubernetes client loads only for a live scan
 
     connection = cluster.connect(kubeconfig)
@@ -62,7 +68,7 @@ def _snapshot(inventory: Path | None, kubeconfig: Path | None) -> Snapshot:
             "nothing to scan: no --inventory FILE, and no cluster (no in-cluster service account, "
             "$KUBECONFIG or ~/.kube/config)"
         )
-    return from_cluster(cluster.lister(connection), f"cluster ({connection.description})")
+    return from_cluster(cluster.lister(connection), f"cluster ({connection.description})", gpu_classes)
 
 
 def _journal(path: Path | None) -> Journal | None:

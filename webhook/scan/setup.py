@@ -44,7 +44,7 @@ def build_periodic_scan(
 
 def _source(settings: Settings, cluster: ClusterState) -> tuple[Callable[[], Snapshot], LeaseElector | None]:
     if settings.inventory is not None:
-        fixed = from_inventory(load_inventory(settings.inventory))
+        fixed = from_inventory(load_inventory(settings.inventory), settings.dra_gpu_classes)
         return (lambda: fixed), None
     if not cluster.live:
         nothing = empty(NO_CLUSTER)
@@ -57,4 +57,5 @@ def _source(settings: Settings, cluster: ClusterState) -> tuple[Callable[[], Sna
     origin = f"cluster ({connection.description})"
     lister = kube.lister(connection)
     elector = LeaseElector(kube.LeaseStore(connection, own_namespace(settings)), replica_id())
-    return (lambda: from_cluster(lister, origin)), elector
+    classes = settings.dra_gpu_classes
+    return (lambda: from_cluster(lister, origin, classes)), elector

@@ -7,7 +7,7 @@ live scan holds one page of objects however large the cluster is.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,8 +42,9 @@ class Snapshot:
         return found
 
 
-def from_inventory(inventory: Inventory) -> Snapshot:
-    """The inventory's objects of the scanned kinds; Gatekeeper sees the whole inventory, as in serve."""
+def from_inventory(inventory: Inventory, gpu_classes: Sequence[str] = ()) -> Snapshot:
+    """The inventory's objects of the scanned kinds; Gatekeeper sees the whole inventory, as in serve.
+    `gpu_classes`: DRA device classes counted as GPUs besides NVIDIA's, as serve --dra-gpu-classes."""
     namespaces = tuple(obj for obj in inventory.objects if scan_kind(obj) is NAMESPACE)
 
     def objects() -> Iterator[tuple[KubeObject, ScanKind]]:
@@ -52,11 +53,12 @@ def from_inventory(inventory: Inventory) -> Snapshot:
             if kind is not None and kind is not NAMESPACE:
                 yield obj, kind
 
-    dra = build_index({resource: inventory.of_kind(kind) for kind, resource in KIND_OF.items()}, synced=True)
+    lists = {resource: inventory.of_kind(kind) for kind, resource in KIND_OF.items()}
+    dra = build_index(lists, gpu_classes, synced=True)
     return Snapshot(f"inventory {inventory.source}", namespaces, objects, inventory.gatekeeper(), dra)
 
 
-def from_cluster(lister: Lister, origin: str) -> Snapshot:
+def from_cluster(lister: Lister, origin: str, gpu_classes: Sequence[str] = ()) -> Snapshot:
     """Namespaces listed now; the other kinds when `objects()` is iterated."""
     namespaces = tuple(
         _typed(item, NAMESPACE) for page in lister(NAMESPACE.resource) for item in page.items if _named(item)
@@ -70,16 +72,17 @@ def from_cluster(lister: Lister, origin: str) -> Snapshot:
                 for item in page.items:
                     yield _typed(item, kind), kind
 
-    return Snapshot(origin, namespaces, objects, gatekeeper_inventory(namespaces), _dra(lister))
+    dra = _dra(lister, gpu_classes)
+    return Snapshot(origin, namespaces, objects, gatekeeper_inventory(namespaces), dra)
 
 
-def _dra(lister: Lister) -> DraIndex | None:
+def _dra(lister: Lister, gpu_classes: Sequence[str]) -> DraIndex | None:
     """The cluster's DRA objects; None when the API has none to list (before Kubernetes 1.34)."""
     try:
         lists = {kind: [item for page in lister(kind) for item in page.items] for kind in DRA_KINDS}
     except ClusterError:
         return None
-    return build_index(lists, synced=True)
+    return build_index(lists, gpu_classes, synced=True)
 
 
 def empty(origin: str) -> Snapshot:

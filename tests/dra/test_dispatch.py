@@ -4,6 +4,7 @@ review() given the claims and templates as its inventory (what `serve --inventor
 from __future__ import annotations
 
 import dataclasses
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -181,3 +182,39 @@ def test_claims_are_judged_themselves(
 def test_claims_in_exempt_namespaces_are_never_sent(dispatcher: Dispatcher) -> None:
     outcome = dispatcher.admit(create(claim("all", request(allocationMode="All"), namespace="kube-system")))
     assert outcome.allowed and not outcome.called
+
+
+WARN_ON_CLASSES = {
+    "apiVersion": "constraints.gatekeeper.sh/v1beta1",
+    "kind": "GpuDraDeviceClasses",
+    "metadata": {"name": "team-a-whole-gpus-advised"},
+    "spec": {
+        "enforcementAction": "warn",
+        "match": {
+            "namespaces": [NS],
+            "kinds": [
+                {"apiGroups": ["resource.k8s.io"], "kinds": ["ResourceClaim", "ResourceClaimTemplate"]}
+            ],
+        },
+        "parameters": {"allowedClasses": ["gpu.nvidia.com"]},
+    },
+}
+
+
+def test_warn_constraints_on_claims_reach_the_advisory_webhook(tmp_path: Path) -> None:
+    """The server runs with --advisory-webhook: /validate enforces, /validate-advisory warns."""
+    shutil.copytree(BUNDLED_POLICIES, tmp_path / "policies")
+    (tmp_path / "policies" / "advice.yaml").write_text(yaml.safe_dump(WARN_ON_CLASSES))
+    deps = offline_deps(load_directory(tmp_path / "policies"), INVENTORY)
+    deps = dataclasses.replace(deps, settings=dataclasses.replace(deps.settings, advisory_webhook=True))
+    cel = CelProcess()
+    try:
+        configurations = [yaml.safe_load(path.read_text()) for path in CONFIGURATIONS]
+        outcome = Dispatcher(configurations, cel, in_process(deps)).admit(
+            create(claim("slices", request(device_class="mig.nvidia.com")))
+        )
+    finally:
+        cel.close()
+    assert outcome.allowed, outcome.message
+    assert "advisory.validate.gpuwebhook.io" in outcome.called
+    assert any("mig.nvidia.com" in w for w in outcome.warnings), outcome.warnings

@@ -127,10 +127,15 @@ def _resources(hook: Webhook, operation: str) -> set[tuple[str, str]]:
     }
 
 
-@pytest.mark.parametrize("name", [WORKLOADS, ADVISORY])
-def test_workload_templates_and_all_pods_are_covered(hooks: dict[str, Webhook], name: str) -> None:
+CLAIMS = {("resource.k8s.io", "resourceclaims"), ("resource.k8s.io", "resourceclaimtemplates")}
+
+
+@pytest.mark.parametrize(("name", "claims"), [(WORKLOADS, set()), (ADVISORY, CLAIMS)])
+def test_workload_templates_and_all_pods_are_covered(
+    hooks: dict[str, Webhook], name: str, claims: set[tuple[str, str]]
+) -> None:
     hook = hooks[name]
-    assert _resources(hook, "CREATE") == WORKLOAD_RESOURCES | {("", "pods")}
+    assert _resources(hook, "CREATE") == WORKLOAD_RESOURCES | {("", "pods")} | claims
     assert _resources(hook, "UPDATE") == WORKLOAD_RESOURCES | {("", "pods"), ("", "pods/ephemeralcontainers")}
     assert _resources(hook, "DELETE") == set()
     for rule in hook["rules"]:
@@ -138,8 +143,10 @@ def test_workload_templates_and_all_pods_are_covered(hooks: dict[str, Webhook], 
             assert "*" not in rule[key] and all("*" not in value for value in rule[key])
 
 
-def test_advisory_rules_match_the_workloads_rules(hooks: dict[str, Webhook]) -> None:
-    assert hooks[ADVISORY]["rules"] == hooks[WORKLOADS]["rules"]
+def test_advisory_rules_are_the_workloads_and_the_claims(hooks: dict[str, Webhook]) -> None:
+    """Warn and dryrun constraints may match anything an enforcing webhook receives."""
+    (claims,) = [r for r in hooks[GPU_PODS]["rules"] if r["apiGroups"] == ["resource.k8s.io"]]
+    assert hooks[ADVISORY]["rules"] == [*hooks[WORKLOADS]["rules"], claims]
     advisory = {c["name"]: c["expression"] for c in hooks[ADVISORY]["matchConditions"]}
     workloads = {c["name"]: c["expression"] for c in hooks[WORKLOADS]["matchConditions"]}
     assert advisory == {name: workloads[name] for name in ("template-changed", "pod-update-worth-reviewing")}

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from webhook.dra.devices import DEFAULT_GPU_CLASSES
-from webhook.dra.index import DRA_KINDS, DraIndex, build_index
+from webhook.dra.index import DRA_KINDS, DraIndex, DraStore
 from webhook.dra.resolve import ClaimShape
 from webhook.quota.demand import (
     PodShape,
@@ -82,9 +82,9 @@ class ClusterCache:
     ) -> None:
         self.reservation_ttl = reservation_ttl
         self.gpu_classes = tuple(dict.fromkeys((*DEFAULT_GPU_CLASSES, *gpu_classes)))
-        # DRA objects by kind and namespace/name; the index over them is rebuilt and swapped whole.
-        self._dra_objects: dict[str, dict[str, KubeObject]] = {kind: {} for kind in DRA_KINDS}
-        self._dra = build_index({}, gpu_classes, synced=False)
+        # What the index needs of the DRA objects; the index is rebuilt and swapped whole on a change.
+        self._dra_store = DraStore(gpu_classes)
+        self._dra = self._dra_store.index(synced=False)
         self._dra_lenient = self._dra
         # Extended resource names nodes advertise; None: nodes are not known (not watched).
         self.allocatable: frozenset[str] | None = None
@@ -105,9 +105,8 @@ class ClusterCache:
     def replace(self, kind: str, objects: Iterable[KubeObject]) -> None:
         """A full list: the new truth for `kind`, swapped in whole; marks the kind synced."""
         if kind in DRA_KINDS:
-            fresh = {_object_key(obj): obj for obj in objects if _name(obj)}
             with self._changed:
-                self._dra_objects[kind] = fresh
+                self._dra_store.replace(kind, objects)
                 self._confirm(kind)
                 self._reindex_dra()
             return
@@ -136,11 +135,10 @@ class ClusterCache:
         """One watch event (ADDED, MODIFIED or DELETED)."""
         if kind in DRA_KINDS:
             with self._changed:
-                objects = self._dra_objects[kind]
                 if event_type == DELETED:
-                    objects.pop(_object_key(obj), None)
-                elif _name(obj):
-                    objects[_object_key(obj)] = obj
+                    self._dra_store.remove(kind, obj)
+                else:
+                    self._dra_store.put(kind, obj)
                 self._confirm(kind)
                 self._reindex_dra()
             return
@@ -237,10 +235,10 @@ class ClusterCache:
         """The current DRA snapshot (immutable; swapped whole on every change)."""
         return self._dra
 
-    def dra_objects(self, kind: str) -> list[KubeObject]:
-        """The watched objects of one DRA kind, whole (the template keeper compares specs)."""
+    def dra_templates(self) -> list[KubeObject]:
+        """The watched ResourceClaimTemplates, whole (the template keeper compares specs)."""
         with self._lock:
-            return list(self._dra_objects[kind].values())
+            return self._dra_store.templates()
 
     @property
     def dra_synced(self) -> bool:
@@ -344,13 +342,10 @@ class ClusterCache:
         )
 
     def _reindex_dra(self) -> None:
-        synced = self._synced.issuperset(DRA_KINDS)
-        self._dra = build_index(
-            {kind: list(objects.values()) for kind, objects in self._dra_objects.items()},
-            self.gpu_classes,
-            synced=synced,
-        )
-        self._dra_lenient = replace(self._dra, synced=False)
+        index = self._dra_store.index(self._synced.issuperset(DRA_KINDS))
+        if index is not self._dra:
+            self._dra = index
+            self._dra_lenient = replace(index, synced=False)
 
     def _confirm(self, kind: str) -> None:
         self._synced.add(kind)
@@ -460,12 +455,6 @@ def _demand(shapes: Iterable[tuple[PodShape, int]], settings: QuotaSettings) -> 
     for claim in shared.values():
         result = result + claim_demand(claim, settings)
     return result
-
-
-def _object_key(obj: KubeObject) -> str:
-    meta = obj.get("metadata")
-    namespace = meta.get("namespace") if isinstance(meta, dict) else None
-    return f"{namespace or ''}/{_name(obj)}"
 
 
 def _name(obj: KubeObject) -> str:

@@ -22,7 +22,7 @@ from webhook.cache import KINDS, ClusterCache
 from webhook.cluster import Connection, KubeSource, LeaseStore, TemplateStore
 from webhook.clusterstate import ClusterState
 from webhook.dra import sync, templates
-from webhook.dra.index import DRA_KINDS, TEMPLATES
+from webhook.dra.index import DRA_KINDS
 from webhook.dra.keeper import LEASE_NAME, KeeperLoop, TemplateKeeper
 from webhook.dra.setup import fingerprint_of, world_of
 from webhook.informer import Informer
@@ -80,7 +80,7 @@ def _key(obj: dict[str, Any]) -> str:
 
 
 def _names(cache: ClusterCache) -> set[str]:
-    return {_key(o) for o in cache.dra_objects(TEMPLATES)}
+    return {_key(o) for o in cache.dra_templates()}
 
 
 def _wanted(policy: PolicySet, *namespaces: str) -> set[str]:
@@ -143,7 +143,7 @@ def test_a_changed_policy_gets_new_templates_and_the_old_ones_go_after_the_grace
     def marked(cache: ClusterCache) -> bool:
         found = {
             _key(o): sync.UNWANTED_SINCE in o["metadata"].get("annotations", {})
-            for o in cache.dra_objects(TEMPLATES)
+            for o in cache.dra_templates()
         }
         return found == {key: key in old for key in old | new}
 

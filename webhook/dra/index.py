@@ -62,18 +62,94 @@ def build_index(
     synced: bool,
 ) -> DraIndex:
     """A snapshot of lists by kind (`resourceclaims`, `resourceclaimtemplates`, `deviceclasses`)."""
-    configured = tuple(dict.fromkeys((*DEFAULT_GPU_CLASSES, *gpu_classes)))
-    claims = {_key(o): _spec(o).get("devices") for o in objects.get(CLAIMS, ()) if _key(o)[1]}
-    templates = {
-        _key(o): _mapping(_spec(o).get("spec")).get("devices")
-        for o in objects.get(TEMPLATES, ())
-        if _key(o)[1]
-    }
-    classes = {
-        info.name: info for info in (class_info(o, configured) for o in objects.get(CLASSES, ())) if info.name
-    }
-    backed = {c.extended_resource: c for c in classes.values() if c.gpu and c.extended_resource}
-    return DraIndex(claims, templates, classes, configured, synced, backed)
+    store = DraStore(gpu_classes)
+    for kind in DRA_KINDS:
+        store.replace(kind, objects.get(kind, ()))
+    return store.index(synced)
+
+
+class DraStore:
+    """What a watch keeps of the DRA objects, updated one event at a time, and the index over it.
+
+    Keeps only what the index reads (a claim's `devices`, a class's GPU facts), plus templates
+    whole for the template keeper. Most of a claim's events are status updates (allocation,
+    reservations) that leave its devices as they were: those change nothing, and the index is
+    rebuilt only when something it holds changed. Not thread-safe: the cache calls it under its lock.
+    """
+
+    def __init__(self, gpu_classes: Sequence[str] = DEFAULT_GPU_CLASSES) -> None:
+        self.gpu_classes = tuple(dict.fromkeys((*DEFAULT_GPU_CLASSES, *gpu_classes)))
+        self._devices: dict[str, dict[Key, Any]] = {CLAIMS: {}, TEMPLATES: {}}
+        self._classes: dict[str, DeviceClassInfo] = {}
+        self._templates: dict[Key, KubeObject] = {}
+        self._index: DraIndex | None = None
+
+    def replace(self, kind: str, objects: Iterable[KubeObject]) -> None:
+        if kind == CLASSES:
+            infos = (class_info(o, self.gpu_classes) for o in objects)
+            self._classes = {info.name: info for info in infos if info.name}
+        else:
+            named = [(key, o) for o in objects if (key := _key(o))[1]]
+            self._devices[kind] = {key: _devices(kind, o) for key, o in named}
+            if kind == TEMPLATES:
+                self._templates = dict(named)
+        self._index = None
+
+    def put(self, kind: str, obj: KubeObject) -> None:
+        if kind == CLASSES:
+            info = class_info(obj, self.gpu_classes)
+            if info.name and self._classes.get(info.name) != info:
+                self._classes[info.name] = info
+                self._index = None
+            return
+        key = _key(obj)
+        if not key[1]:
+            return
+        if kind == TEMPLATES:
+            self._templates[key] = obj
+        devices, held = _devices(kind, obj), self._devices[kind]
+        if key not in held or held[key] != devices:
+            held[key] = devices
+            self._index = None
+
+    def remove(self, kind: str, obj: KubeObject) -> None:
+        if kind == CLASSES:
+            if self._classes.pop(_name(obj), None) is not None:
+                self._index = None
+            return
+        key = _key(obj)
+        if kind == TEMPLATES:
+            self._templates.pop(key, None)
+        if key in self._devices[kind]:
+            del self._devices[kind][key]
+            self._index = None
+
+    def templates(self) -> list[KubeObject]:
+        return list(self._templates.values())
+
+    def index(self, synced: bool) -> DraIndex:
+        """The snapshot, rebuilt (as copies, so it never changes under a reader) only when stale."""
+        if self._index is None or self._index.synced != synced:
+            classes = dict(self._classes)
+            backed = {c.extended_resource: c for c in classes.values() if c.gpu and c.extended_resource}
+            self._index = DraIndex(
+                dict(self._devices[CLAIMS]),
+                dict(self._devices[TEMPLATES]),
+                classes,
+                self.gpu_classes,
+                synced,
+                backed,
+            )
+        return self._index
+
+
+def _devices(kind: str, obj: KubeObject) -> Any:
+    spec = _spec(obj)
+    return (_mapping(spec.get("spec")) if kind == TEMPLATES else spec).get("devices")
+
+
+def _name(obj: KubeObject) -> str:
+    return str(_mapping(obj.get("metadata")).get("name") or "")
 
 
 def _key(obj: KubeObject) -> Key:

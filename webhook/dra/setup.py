@@ -8,7 +8,6 @@ from prometheus_client import Counter
 
 from webhook.clusterstate import ClusterState, own_namespace, replica_id
 from webhook.config import Settings
-from webhook.dra.index import TEMPLATES
 from webhook.dra.keeper import LEASE_NAME, KeeperLoop, TemplateKeeper, World
 from webhook.errors import ConfigError
 from webhook.match import glob_matches
@@ -65,7 +64,7 @@ def world_of(cluster: ClusterState, policies: PolicySet, exempt: Sequence[str]) 
         if not glob_matches(tuple(exempt), name)
     }
     ready = cache.synced and cache.dra_synced
-    return World(policies, namespaces, tuple(cache.dra_objects(TEMPLATES)), ready)
+    return World(policies, namespaces, tuple(cache.dra_templates()), ready)
 
 
 def fingerprint_of(cluster: ClusterState, policies: PolicySet) -> tuple[object, ...]:

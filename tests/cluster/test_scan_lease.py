@@ -230,3 +230,23 @@ def test_a_lease_with_odd_fields_reads_as_open() -> None:
         }
     )
     assert lease == StoredLease(LeaseSpec("", 0, None, None, 0), "7")
+
+
+def test_a_contender_with_nothing_to_do_hands_the_lease_back(fake: FakeKube, store: LeaseStore) -> None:
+    timing = Timing(lease_seconds=5, renew_deadline=3, retry_seconds=0.05)
+    needed = {"now": True}
+    changes: queue.Queue[bool] = queue.Queue()
+    runner = Leadership(
+        LeaseElector(store, "replica-a", timing=timing), changes.put, needed=lambda: needed["now"]
+    )
+    runner.start()
+    try:
+        assert changes.get(timeout=10) is True
+        needed["now"] = False
+        assert changes.get(timeout=10) is False
+        assert holder(fake) == ""  # handed back, so another replica with work need not wait
+        needed["now"] = True
+        assert changes.get(timeout=10) is True
+        assert holder(fake) == "replica-a"
+    finally:
+        runner.stop()

@@ -157,6 +157,7 @@ class KeeperLoop:
         interval: float,
         *,
         elector: LeaseElector | None = None,
+        needed: Callable[[], bool] = lambda: True,
         tick: float = TICK_SECONDS,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -164,7 +165,13 @@ class KeeperLoop:
         self.interval = interval
         self.tick = tick
         self.leadership = (
-            Leadership(elector, self._woken, label="dra-templates", duty="the ResourceClaimTemplate keeper")
+            Leadership(
+                elector,
+                self._woken,
+                label="dra-templates",
+                duty="the ResourceClaimTemplate keeper",
+                needed=needed,
+            )
             if elector is not None
             else None
         )

@@ -8,6 +8,7 @@ from prometheus_client import Counter
 
 from webhook.clusterstate import ClusterState, own_namespace, replica_id
 from webhook.config import Settings
+from webhook.dra import sync
 from webhook.dra.keeper import LEASE_NAME, KeeperLoop, TemplateKeeper, World
 from webhook.errors import ConfigError
 from webhook.match import glob_matches
@@ -46,6 +47,9 @@ def build_template_keeper(
         lambda: fingerprint_of(cluster, policies()),
         settings.dra_templates_interval_seconds,
         elector=elector,
+        # Without dra policies there is nothing to create, but templates of ours may remain to be
+        # retired: campaign while either holds, and leave the API alone otherwise.
+        needed=lambda: _has_work(policies(), cluster),
     )
     metrics.add_gauges(
         "gpu_webhook_dra_template_conflicts",
@@ -54,6 +58,12 @@ def build_template_keeper(
         lambda: [((), float(len(keeper.conflicts)))] if loop.leading else [],
     )
     return loop
+
+
+def _has_work(policies: PolicySet, cluster: ClusterState) -> bool:
+    return any(p.sharing.mode == "dra" for p in policies.sharing) or any(
+        sync.ours(t) for t in cluster.cache.dra_templates()
+    )
 
 
 def world_of(cluster: ClusterState, policies: PolicySet, exempt: Sequence[str]) -> World:

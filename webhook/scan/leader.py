@@ -136,7 +136,8 @@ class LeaseElector:
 
 class Leadership:
     """Runs an elector in its own thread; `on_change(leading)` hears every gain and loss. `label`
-    and `duty` name the lease and what its holder does, for the log."""
+    and `duty` name the lease and what its holder does, for the log. While `needed()` is false
+    (there is no duty to do) it hands the Lease back and stays out of the election."""
 
     def __init__(
         self,
@@ -145,10 +146,12 @@ class Leadership:
         *,
         label: str = "scan",
         duty: str = "the background scan",
+        needed: Callable[[], bool] = lambda: True,
     ) -> None:
         self.elector = elector
         self.label = label
         self.duty = duty
+        self._needed = needed
         self._on_change = on_change
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"lease-{elector.name}", daemon=True)
@@ -170,7 +173,11 @@ class Leadership:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._changed(self.elector.try_acquire_or_renew())
+            if self._needed():
+                self._changed(self.elector.try_acquire_or_renew())
+            else:
+                self.elector.release()
+                self._changed(False)
             self._stop.wait(self.elector.timing.retry_seconds)
 
     def _changed(self, leading: bool) -> None:

@@ -16,7 +16,7 @@ from bench.setups import cluster_scale, full_policies, scaled_constraints
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_POLICIES = ROOT / "bench" / "policies"
-MODES = ("exclusive", "timeslice", "mps", "mig", "hami", "kai")
+MODES = ("exclusive", "timeslice", "mps", "mig", "hami", "kai", "dra")
 
 
 @dataclass(frozen=True)

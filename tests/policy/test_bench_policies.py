@@ -12,4 +12,4 @@ BENCH_POLICIES = Path(__file__).resolve().parents[2] / "bench" / "policies"
 def test_the_benchmark_policies_load_with_a_policy_for_every_mode() -> None:
     policies = load_directory(BENCH_POLICIES)
     modes = {p.sharing.mode for p in policies.sharing}
-    assert modes >= {"exclusive", "timeslice", "mps", "mig", "hami", "kai"}
+    assert modes >= {"exclusive", "timeslice", "mps", "mig", "hami", "kai", "dra"}

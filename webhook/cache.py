@@ -25,6 +25,7 @@ from typing import Any
 from webhook.dra.devices import DEFAULT_GPU_CLASSES
 from webhook.dra.index import DRA_KINDS, DraIndex, DraStore
 from webhook.dra.resolve import ClaimShape
+from webhook.dra.served import NodeNames, extended_names
 from webhook.quota.demand import (
     PodShape,
     QuotaInputError,
@@ -42,6 +43,9 @@ log = logging.getLogger(__name__)
 PODS = "pods"
 NAMESPACES = "namespaces"
 KINDS = (PODS, NAMESPACES)
+# Informational: only which extended resource names nodes advertise. Nodes are neither needed for
+# readiness nor part of staleness, so a node watch that fails (RBAC) blocks nothing.
+NODES = "nodes"
 DELETED = "DELETED"
 DEFAULT_RESERVATION_TTL = 30.0
 
@@ -60,6 +64,7 @@ class CacheStats:
     reservations: int
     shapes: int
     unreadable_pods: int
+    nodes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,8 +91,9 @@ class ClusterCache:
         self._dra_store = DraStore(gpu_classes)
         self._dra = self._dra_store.index(synced=False)
         self._dra_lenient = self._dra
-        # Extended resource names nodes advertise; None: nodes are not known (not watched).
-        self.allocatable: frozenset[str] | None = None
+        # Extended resource names per node; their union is swapped whole, so readers take no lock.
+        self._nodes = NodeNames()
+        self._allocatable: frozenset[str] | None = None
         self._clock = clock
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
@@ -104,6 +110,10 @@ class ClusterCache:
 
     def replace(self, kind: str, objects: Iterable[KubeObject]) -> None:
         """A full list: the new truth for `kind`, swapped in whole; marks the kind synced."""
+        if kind == NODES:
+            names = {_name(obj): extended_names(obj) for obj in objects if _name(obj)}
+            self._update_nodes(lambda nodes: nodes.replace(names))
+            return
         if kind in DRA_KINDS:
             with self._changed:
                 self._dra_store.replace(kind, objects)
@@ -133,6 +143,13 @@ class ClusterCache:
 
     def apply(self, kind: str, event_type: str, obj: KubeObject) -> None:
         """One watch event (ADDED, MODIFIED or DELETED)."""
+        if kind == NODES:
+            name = _name(obj)
+            if event_type == DELETED:
+                self._update_nodes(lambda nodes: nodes.remove(name))
+            elif name:
+                self._update_nodes(lambda nodes: nodes.put(name, extended_names(obj)))
+            return
         if kind in DRA_KINDS:
             with self._changed:
                 if event_type == DELETED:
@@ -231,6 +248,16 @@ class ClusterCache:
             shapes.update(self._reserved.counts(namespace, self._clock()))
         return frozenset(claim.key for shape in shapes for claim in shape.shared_claims())
 
+    @property
+    def allocatable(self) -> frozenset[str] | None:
+        """Extended resource names some node advertises; None: nodes not listed (or none exist)."""
+        return self._allocatable
+
+    @property
+    def nodes_listed(self) -> bool:
+        with self._lock:
+            return self._nodes.listed
+
     def dra(self) -> DraIndex:
         """The current DRA snapshot (immutable; swapped whole on every change)."""
         return self._dra
@@ -281,7 +308,12 @@ class ClusterCache:
             reservations = len(self._reserved)
             index = self._index
             return CacheStats(
-                len(index.pods), len(self._namespaces), reservations, len(index.interned), self._unreadable
+                len(index.pods),
+                len(self._namespaces),
+                reservations,
+                len(index.interned),
+                self._unreadable,
+                len(self._nodes),
             )
 
     def wait_until(self, predicate: Callable[[ClusterCache], bool], timeout: float) -> bool:
@@ -347,7 +379,18 @@ class ClusterCache:
             self._dra = index
             self._dra_lenient = replace(index, synced=False)
 
+    def _update_nodes(self, change: Callable[[NodeNames], bool]) -> None:
+        with self._changed:
+            if change(self._nodes):
+                before, self._allocatable = self._allocatable, self._nodes.union()
+                if before != self._allocatable:
+                    _log_names(before, self._allocatable)
+            self._changed.notify_all()
+
     def _confirm(self, kind: str) -> None:
+        if kind == NODES:  # informational: never synced-or-stale, see NODES
+            self._changed.notify_all()
+            return
         self._synced.add(kind)
         self._fresh_at[kind] = self._clock()
         self._changed.notify_all()
@@ -438,6 +481,15 @@ class PodIndex:
             del self._refs[shape]
             del self.interned[shape]
         return True
+
+
+def _log_names(before: frozenset[str] | None, after: frozenset[str] | None) -> None:
+    """Rare (a node pool comes or goes, a device plugin changes its names): worth a line."""
+    old, new = before or frozenset(), after or frozenset()
+    log.info(
+        "node resource names changed",
+        extra={"added": sorted(new - old), "removed": sorted(old - new), "known": after is not None},
+    )
 
 
 def _namespace_of(key: str) -> str:

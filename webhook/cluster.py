@@ -26,7 +26,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.watch.watch import iter_resp_lines
 
-from webhook.cache import NAMESPACES, PODS
+from webhook.cache import NAMESPACES, NODES, PODS
 from webhook.dra.index import CLAIMS, CLASSES, TEMPLATES
 from webhook.errors import ClusterError, ConfigError, Conflict, ResourceExpired
 from webhook.informer import Page
@@ -101,6 +101,7 @@ def _listers(api_client: Any) -> dict[str, Callable[..., Any]]:
         CLASSES: dra.list_device_class,
         PODS: core.list_pod_for_all_namespaces,
         NAMESPACES: core.list_namespace,
+        NODES: core.list_node,
         "replicationcontrollers": core.list_replication_controller_for_all_namespaces,
         "deployments": apps.list_deployment_for_all_namespaces,
         "statefulsets": apps.list_stateful_set_for_all_namespaces,

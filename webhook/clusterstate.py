@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from webhook.cache import KINDS, ClusterCache
+from webhook.cache import KINDS, NODES, ClusterCache
 from webhook.config import DEFAULT_NAMESPACE, Settings
 from webhook.dra.index import DRA_KINDS
 from webhook.errors import ClusterError, ConfigError
@@ -71,12 +71,20 @@ class ClusterState:
         text = f"{self.origin}; {stats.pods} GPU pods, {stats.namespaces} namespaces; quota {self.gate.mode}"
         if self.live and not self.cache.dra_synced:
             text += "; DRA claims not listed yet (pods' claims are counted once they are)"
+        if self.live and not self.cache.nodes_listed:
+            text += f"; {self._nodes_unknown()}"
         staleness = self.cache.staleness()
         if staleness is not None:
             text += f"; staleness {staleness:.1f}s"
             if self.max_staleness is not None and staleness > self.max_staleness:
                 text += f" (over --max-staleness {self.max_staleness:g}s)"
         return True, text
+
+    def _nodes_unknown(self) -> str:
+        """Why no resource name is called unserved: nodes not listed yet, or refused (RBAC)."""
+        errors = [i.last_error for i in self.informers if i.kind == NODES and i.last_error]
+        why = f" ({errors[0]})" if errors else ""
+        return f"nodes not listed{why}: resource names are not checked against them"
 
 
 def build_cluster_state(settings: Settings, quota_settings: QuotaSettings = DEFAULT_SETTINGS) -> ClusterState:
@@ -129,9 +137,12 @@ def _from_cluster(settings: Settings, quota_settings: QuotaSettings) -> ClusterS
     cache = ClusterCache(
         reservation_ttl=settings.reservation_ttl_seconds, gpu_classes=settings.dra_gpu_classes
     )
-    # DRA kinds are watched too, but readiness waits only for pods and namespaces: a cluster
-    # without resource.k8s.io/v1 (before 1.34) must still serve; its pods hold no claims.
-    informers = [Informer(cluster.KubeSource(connection, kind), cache) for kind in (*KINDS, *DRA_KINDS)]
+    # DRA kinds and nodes are watched too, but readiness waits only for pods and namespaces: a
+    # cluster without resource.k8s.io/v1 (before 1.34) must still serve; its pods hold no claims.
+    # Nodes only tell which resource names are served: an install whose ClusterRole predates
+    # them (list nodes forbidden) serves as before, without that check.
+    kinds = (*KINDS, *DRA_KINDS, NODES)
+    informers = [Informer(cluster.KubeSource(connection, kind), cache) for kind in kinds]
     gate: QuotaGate
     if settings.quota_consistency == "strict":
         store = cluster.ConfigMapStore(connection, own_namespace(settings))

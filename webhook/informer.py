@@ -190,7 +190,7 @@ class Informer:
 
     def _count(self) -> int:
         stats = self.cache.stats()
-        return stats.pods if self.kind == "pods" else stats.namespaces
+        return {"pods": stats.pods, "nodes": stats.nodes}.get(self.kind, stats.namespaces)
 
 
 def _describe(error: Exception) -> str:

@@ -18,9 +18,8 @@ import orjson
 import yaml
 
 from webhook import yaml_errors
-from webhook.cache import NAMESPACES, PODS, ClusterCache
+from webhook.cache import NAMESPACES, NODES, PODS, ClusterCache
 from webhook.dra.index import GROUP, KIND_OF
-from webhook.dra.served import allocatable_names
 from webhook.errors import ConfigError
 from webhook.types import KubeObject
 
@@ -71,7 +70,7 @@ class Inventory:
                 cache.replace(dra_kind, [o for o in self.of_kind(kind) if _is_dra(o)])
         cache.replace(PODS, self.of_kind("Pod"))
         cache.replace(NAMESPACES, self.of_kind("Namespace"))
-        cache.allocatable = allocatable_names(self.of_kind("Node"))
+        cache.replace(NODES, self.of_kind("Node"))
         cache.mark_static(dra=known)
 
     def gatekeeper(self) -> dict[str, Any]:

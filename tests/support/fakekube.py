@@ -1,6 +1,6 @@
 """A small kube-apiserver over HTTP, following the real wire format, for the real `kubernetes` client.
 
-Covers what gpu-webhook uses: Pods, Namespaces and the workload kinds the scan reads
+Covers what gpu-webhook uses: Pods, Namespaces, Nodes and the workload kinds the scan reads
 (ReplicationControllers, apps/v1 Deployments, StatefulSets, DaemonSets, ReplicaSets,
 batch/v1 Jobs and CronJobs): list with resourceVersion and limit/continue paging, and
 watch streaming JSON lines with ADDED, MODIFIED, DELETED, BOOKMARK and an ERROR
@@ -14,7 +14,8 @@ spans every resource, as etcd's revision does.
 
 Test controls: create/update/delete objects, pause watch delivery, expire watches
 (history compacted, so resuming needs a relist), send bookmarks, an outage (every
-request 503, open watches cut), and a request log to await what the client did.
+request 503, open watches cut), resources refused with 403 as RBAC would, and a request log
+to await what the client did.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ TOKEN = "fake-token"
 RESOURCES = {
     "pods": ("v1", "Pod"),
     "namespaces": ("v1", "Namespace"),
+    "nodes": ("v1", "Node"),
     "configmaps": ("v1", "ConfigMap"),
     "replicationcontrollers": ("v1", "ReplicationController"),
     "deployments": ("apps/v1", "Deployment"),
@@ -56,7 +58,7 @@ RESOURCES = {
     "deviceclasses": ("resource.k8s.io/v1", "DeviceClass"),
 }
 KINDS = {resource: kind for resource, (_, kind) in RESOURCES.items()}
-NAMESPACED = set(RESOURCES) - {"namespaces", "deviceclasses"}
+NAMESPACED = set(RESOURCES) - {"namespaces", "nodes", "deviceclasses"}
 WRITABLE = {"configmaps", "leases", "resourceclaimtemplates"}
 DELETABLE = {"resourceclaimtemplates"}
 IMMUTABLE_SPEC = {"resourceclaimtemplates"}  # resource.k8s.io/v1: a template's spec cannot change
@@ -110,6 +112,7 @@ class FakeKube:
         self._lists_open = threading.Event()
         self._lists_open.set()
         self.requests: list[str] = []
+        self.forbidden: set[str] = set()  # resources our service account may not read (403), as RBAC
         self.conflicts = 0
         self._server = QuietHTTPServer(("127.0.0.1", 0), _handler(self))
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
@@ -555,6 +558,8 @@ def _handler(api: FakeKube) -> type[QuietHandler]:
             if route is None or not _served(route):
                 return self._json(404, _status(404, "NotFound", "the server could not find the resource"))
             resource, namespace, name = route["resource"], route["ns"] or "", route["name"]
+            if resource in api.forbidden:
+                return self._json(403, _status(403, "Forbidden", f"{resource} is forbidden"))
             if method == "GET" and name:
                 return self._json(*api.read(resource, namespace, name))
             if method == "GET" and query.get("watch") in ("true", "1"):

@@ -48,6 +48,11 @@ class NodeNames:
     def __len__(self) -> int:
         return len(self._by_node)
 
+    @property
+    def distinct_sets(self) -> int:
+        """How many different name sets the nodes share between them (about one per node pool)."""
+        return len(self._interned)
+
     def replace(self, nodes: Mapping[str, frozenset[str]]) -> bool:
         """A full list; True, as `put`: the union may have changed."""
         self._by_node.clear()

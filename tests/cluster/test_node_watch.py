@@ -4,6 +4,7 @@ refuses (an install whose ClusterRole predates nodes) changes nothing else."""
 
 from __future__ import annotations
 
+import tracemalloc
 from collections.abc import Iterator
 from typing import Any
 
@@ -126,6 +127,30 @@ def test_nodes_of_one_pool_share_one_set() -> None:
     assert index.union() == frozenset({GPU, SHARED})
     index.replace({})
     assert index.union() is None  # listed, but no node: nothing is claimed unserved
+
+
+def test_ten_thousand_nodes_stay_cheap() -> None:
+    """Whole Nodes (labels, conditions) pass through; only names stay: measured about 1 MB."""
+    labels = {f"example.com/label-{k}": "v" * 20 for k in range(30)}
+    cache = ClusterCache()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        cache.replace(  # one at a time, as pages of a list are: a Node kept would stay allocated
+            NODES,
+            (
+                {
+                    **node(f"ip-10-0-{n // 250}-{n % 250}.ec2.internal", GPU if n % 2 else MIG),
+                    "labels": labels,
+                }
+                for n in range(10_000)
+            ),
+        )
+        retained = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert cache.allocatable == frozenset({GPU, MIG}) and cache.stats().nodes == 10_000
+    assert retained < 3 * 2**20
 
 
 NAMES = st.frozensets(st.sampled_from([GPU, SHARED, MIG, "example.com/fpga"]), max_size=3)

@@ -25,12 +25,14 @@ from webhook.quota.gate import LocalGate
 GPU, SHARED, MIG = "nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-1g.10gb"
 
 
-def node(name: str, *names: str, heartbeat: str = "t0") -> dict[str, Any]:
+def node(
+    name: str, *names: str, heartbeat: str = "t0", labels: dict[str, str] | None = None
+) -> dict[str, Any]:
     amounts = {"cpu": "64", "memory": "512Gi", **dict.fromkeys(names, "8")}
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "annotations": {"heartbeat": heartbeat}},
+        "metadata": {"name": name, "annotations": {"heartbeat": heartbeat}, "labels": labels or {}},
         "status": {"capacity": amounts, "allocatable": amounts},
     }
 
@@ -139,10 +141,7 @@ def test_ten_thousand_nodes_stay_cheap() -> None:
         cache.replace(  # one at a time, as pages of a list are: a Node kept would stay allocated
             NODES,
             (
-                {
-                    **node(f"ip-10-0-{n // 250}-{n % 250}.ec2.internal", GPU if n % 2 else MIG),
-                    "labels": labels,
-                }
+                node(f"ip-10-0-{n // 250}-{n % 250}.ec2.internal", GPU if n % 2 else MIG, labels=labels)
                 for n in range(10_000)
             ),
         )

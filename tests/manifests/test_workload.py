@@ -228,7 +228,8 @@ def test_cluster_role_reads_what_the_caches_and_the_scan_read_and_writes_only_te
         ("resource.k8s.io", r): READ for r in ("resourceclaims", "resourceclaimtemplates", "deviceclasses")
     }
     dra[("resource.k8s.io", "resourceclaimtemplates")] = READ | {"create", "update", "delete"}
-    expected = {("", "pods"): READ, ("", "namespaces"): READ} | dict.fromkeys(SCANNED, READ) | dra
+    caches = {("", "pods"): READ, ("", "namespaces"): READ, ("", "nodes"): READ}  # nodes: resource names
+    expected = caches | dict.fromkeys(SCANNED, READ) | dra
     assert _grants(one(rendered, "ClusterRole")) == expected
 
 

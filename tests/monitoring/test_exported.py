@@ -5,6 +5,7 @@ groups or joins by, and the labels its annotations print."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from collections.abc import Iterator
@@ -54,7 +55,7 @@ def exported(cert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             env={"HOME": str(root), "KUBECONFIG": ""},
         )
         try:
-            while server.output().count('"msg":"cache synced"') < 2:  # pods and namespaces
+            while not {"pods", "namespaces"} <= _synced_kinds(server.output()):  # nodes and DRA log too
                 server.wait_for_log(lambda e: e.get("msg") == "cache synced")
             for endpoint in ("mutate", "validate"):
                 review = make_review(load_example("pod-gpu-training.yaml"))
@@ -65,6 +66,11 @@ def exported(cert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             server.stop()
     finally:
         fake.stop()
+
+
+def _synced_kinds(output: str) -> set[str]:
+    lines = (json.loads(line) for line in output.splitlines() if '"msg":"cache synced"' in line)
+    return {str(entry.get("kind")) for entry in lines}
 
 
 def _parse(text: str) -> Exported:

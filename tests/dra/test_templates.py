@@ -171,3 +171,34 @@ def test_the_command_prints_what_the_namespace_needs(tmp_path: Path) -> None:
     elsewhere = gpu_webhook("dra", "templates", "--policies", str(tmp_path), "--namespace", "team-a")
     assert elsewhere.returncode == 0 and elsewhere.stdout == ""
     assert "no dra policy applies" in elsewhere.stderr
+
+
+SHADOWING = sharing_policy("match: {namespaces: [team-a]}\nsharing: {mode: timeslice}", name="first")
+SELECTIVE = sharing_policy(
+    "match: {namespaces: [team-*], podSelector: {matchLabels: {gpu: sliced}}}\nsharing: {mode: timeslice}",
+    name="some-pods",
+)
+DRA_LATER = sharing_policy(
+    "match: {namespaces: [team-*]}\nsharing: {mode: dra, maxGpusPerPod: 1}", name="later"
+)
+
+
+@pytest.mark.parametrize(
+    ("ordered", "namespace", "reached"),
+    [
+        ([SHADOWING, DRA_LATER], "team-a", []),  # the first policy takes every pod of team-a
+        ([SHADOWING, DRA_LATER], "team-b", ["later"]),
+        ([SELECTIVE, DRA_LATER], "team-a", ["later"]),  # only some pods: the rest reach the dra policy
+        ([DRA_LATER, SHADOWING], "team-a", ["later"]),
+    ],
+)
+def test_only_policies_some_pod_can_reach_need_templates(
+    ordered: list[Any], namespace: str, reached: list[str]
+) -> None:
+    labels = {"kubernetes.io/metadata.name": namespace}
+    assert [p.name for p in templates.reachable(ordered, namespace, labels)] == reached
+    wanted = {
+        t["metadata"]["annotations"][templates.POLICY_ANNOTATION]
+        for t in templates.needed(ordered, namespace, labels)
+    }
+    assert wanted == set(reached)

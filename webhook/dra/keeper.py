@@ -69,13 +69,14 @@ class Wanted:
     def __call__(self, world: World) -> dict[sync.Key, dict[str, Any]]:
         if world.policies.version != self._version:
             self._version, self._memo = world.policies.version, {}
-        dra_policies = [p for p in world.policies.sharing if p.sharing.mode == "dra"]
+        if not any(p.sharing.mode == "dra" for p in world.policies.sharing):
+            return {}
         wanted: dict[sync.Key, dict[str, Any]] = {}
         for namespace, labels in world.namespaces.items():
             memo_key = (namespace, tuple(sorted(labels.items())))
             found = self._memo.get(memo_key)
             if found is None:
-                found = self._memo[memo_key] = templates.needed(dra_policies, namespace, labels)
+                found = self._memo[memo_key] = templates.needed(world.policies.sharing, namespace, labels)
             wanted.update(((namespace, t["metadata"]["name"]), t) for t in found)
         return wanted
 

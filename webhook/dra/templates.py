@@ -184,8 +184,8 @@ def reserved_by(
     policies: Iterable[SharingPolicy], namespace: str, labels: Mapping[str, str], name: str
 ) -> str | None:
     """The dra policy whose template for `namespace` goes by `name`, if any."""
-    for policy in policies:
-        if could_apply(policy, namespace, labels) and name in _devices_by_name(policy):
+    for policy in reachable(policies, namespace, labels):
+        if name in _devices_by_name(policy):
             return policy.name
     return None
 
@@ -197,14 +197,29 @@ def could_apply(policy: SharingPolicy, namespace: str, namespace_labels: Mapping
     return policy.sharing.mode == "dra" and match.matches(namespace, namespace_labels, {})
 
 
+def reachable(
+    policies: Iterable[SharingPolicy], namespace: str, namespace_labels: Mapping[str, str]
+) -> list[SharingPolicy]:
+    """The dra policies some pod of the namespace can get. `policies` come in precedence order (the
+    first match wins), so a policy that takes every pod of the namespace (no pod selector) hides
+    all after it."""
+    found = []
+    for policy in policies:
+        if could_apply(policy, namespace, namespace_labels):
+            found.append(policy)
+        if policy.match.object_selector is None and policy.match.matches(namespace, namespace_labels, {}):
+            break
+    return found
+
+
 def needed(
     policies: Iterable[SharingPolicy], namespace: str, namespace_labels: Mapping[str, str]
 ) -> list[dict[str, Any]]:
-    """Every template that the dra policies which can apply in `namespace` may point pods at."""
+    """Every template that the dra policies some pod of `namespace` can get may point pods at.
+    `policies`: every sharing policy, in precedence order."""
     return [
         t
-        for policy in policies
-        if could_apply(policy, namespace, namespace_labels)
+        for policy in reachable(policies, namespace, namespace_labels)
         for t in templates_for(policy, namespace)
     ]
 
@@ -216,11 +231,11 @@ def missing(
     has not listed templates yet: then nothing is known to be missing)."""
     if not index.synced:
         return []
-    dra_policies = [p for p in policies if p.sharing.mode == "dra"]
+    ordered = list(policies)
     return [
         f"{namespace}/{t['metadata']['name']}"
         for namespace, labels in sorted(namespaces.items())
-        for t in needed(dra_policies, namespace, labels)
+        for t in needed(ordered, namespace, labels)
         if not index.template_devices(namespace, t["metadata"]["name"])[0]
     ]
 

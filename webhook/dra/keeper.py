@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from typing import Any, Protocol
 from webhook.dra import sync, templates
 from webhook.errors import ClusterError, Conflict
 from webhook.policy.model import PolicySet
-from webhook.scan.leader import Leadership, LeaseElector
+from webhook.scan.leader import LeaderLoop, LeaseElector
 from webhook.types import KubeObject
 
 log = logging.getLogger("webhook.dra")
@@ -164,43 +163,31 @@ class KeeperLoop:
     ) -> None:
         self.keeper = keeper
         self.interval = interval
-        self.tick = tick
-        self.leadership = (
-            Leadership(
-                elector,
-                self._woken,
-                label="dra-templates",
-                duty="the ResourceClaimTemplate keeper",
-                needed=needed,
-            )
-            if elector is not None
-            else None
-        )
         self._fingerprint = fingerprint
         self._monotonic = monotonic
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="dra-templates", daemon=True)
         self._last: tuple[object, ...] | None = None
         self._next_at = 0.0
         self._held_until = 0.0
+        self._loop = LeaderLoop(
+            "dra-templates",
+            self.step,
+            tick,
+            elector=elector,
+            label="dra-templates",
+            duty="the ResourceClaimTemplate keeper",
+            needed=needed,
+            on_gain=self._forget,
+        )
 
     @property
     def leading(self) -> bool:
-        return self.leadership is None or self.leadership.leading
+        return self._loop.leading
 
     def start(self) -> None:
-        if self.leadership is not None:
-            self.leadership.start()
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join(10.0)
-        if self.leadership is not None:
-            self.leadership.stop()
+        self._loop.stop()
 
     def due(self) -> bool:
         """Whether a pass should run now: inputs changed, or its time has come; after a failed
@@ -228,16 +215,9 @@ class KeeperLoop:
         self._held_until = now + self.interval if result.failed else 0.0
         return result
 
-    def _woken(self, leading: bool) -> None:
-        if leading:
-            self._last, self._held_until = None, 0.0
-            self._wake.set()
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self.step()
-            self._wake.wait(self.tick)
-            self._wake.clear()
+    def _forget(self) -> None:
+        """Leadership gained: what this replica did when it last led may be out of date."""
+        self._last, self._held_until = None, 0.0
 
 
 def _key(obj: KubeObject) -> sync.Key:

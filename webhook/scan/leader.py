@@ -190,3 +190,64 @@ class Leadership:
         else:
             log.info("%s lease given up or lost: another replica runs %s", self.label, self.duty, extra=facts)
         self._on_change(leading)
+
+
+class LeaderLoop:
+    """A daemon thread that calls `work()` while this replica leads (always, without an elector),
+    then rests `every` seconds or until woken: by stop, and by gaining the Lease, which first
+    calls `on_gain()`. What the scan and the ResourceClaimTemplate keeper share."""
+
+    def __init__(
+        self,
+        name: str,
+        work: Callable[[], object],
+        every: float,
+        *,
+        elector: LeaseElector | None = None,
+        label: str = "scan",
+        duty: str = "the background scan",
+        needed: Callable[[], bool] = lambda: True,
+        on_gain: Callable[[], None] = lambda: None,
+        join_seconds: float = 10.0,
+    ) -> None:
+        self.every = every
+        self.stopping = threading.Event()  # set by stop(): work may rest on it, and end early
+        self.leadership = (
+            Leadership(elector, self._woken, label=label, duty=duty, needed=needed)
+            if elector is not None
+            else None
+        )
+        self._work = work
+        self._on_gain = on_gain
+        self._join_seconds = join_seconds
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+
+    @property
+    def leading(self) -> bool:
+        return self.leadership is None or self.leadership.leading
+
+    def start(self) -> None:
+        if self.leadership is not None:
+            self.leadership.start()
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(self._join_seconds)
+        if self.leadership is not None:
+            self.leadership.stop()
+
+    def _woken(self, leading: bool) -> None:
+        if leading:
+            self._on_gain()
+            self._wake.set()
+
+    def _loop(self) -> None:
+        while not self.stopping.is_set():
+            if self.leading:
+                self._work()
+            self._wake.wait(self.every)
+            self._wake.clear()

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from webhook.metrics import Metrics
 from webhook.policy.model import PolicySet
 from webhook.review import ReviewSettings
-from webhook.scan.leader import Leadership, LeaseElector
+from webhook.scan.leader import LeaderLoop, LeaseElector
 from webhook.scan.run import ScanSummary
 from webhook.scan.sources import Snapshot
 from webhook.scan.stream import RecordSink, ScanOutcome, scan_once
@@ -60,51 +60,29 @@ class PeriodicScan:
     ) -> None:
         self.job = job
         self.interval = interval
-        self.leadership = Leadership(elector, self._woken) if elector is not None else None
         self.duty = duty
         self.last: Completed | None = None
         self._on_failure = on_failure
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="scan", daemon=True)
+        self._loop = LeaderLoop("scan", self._run, interval, elector=elector, join_seconds=STOP_SECONDS)
 
     @property
     def leading(self) -> bool:
-        return self.leadership is None or self.leadership.leading
+        return self._loop.leading
 
     def start(self) -> None:
-        if self.leadership is not None:
-            self.leadership.start()
-        self._thread.start()
+        self._loop.start()
         log.info(
             "background scan on",
-            extra={"interval_seconds": self.interval, "leader_election": self.leadership is not None},
+            extra={"interval_seconds": self.interval, "leader_election": self._loop.leadership is not None},
         )
 
     def stop(self) -> None:
         """Ends a run between two objects; a list request in flight may hold it up to STOP_SECONDS."""
-        self._stop.set()
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join(STOP_SECONDS)
-        if self.leadership is not None:
-            self.leadership.stop()
-
-    def _woken(self, leading: bool) -> None:
-        """Leadership gained: scan now rather than at the end of the interval."""
-        if leading:
-            self._wake.set()
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            if self.leading:
-                self._run()
-            self._wake.wait(self.interval)
-            self._wake.clear()
+        self._loop.stop()
 
     def _run(self) -> None:
         try:
-            outcome = self.job.run(Pace(self.duty, self._stop, self._keeps_going))
+            outcome = self.job.run(Pace(self.duty, self._loop.stopping, self._keeps_going))
         except Exception as e:
             self._on_failure()
             log.error("scan failed", extra={"error_type": type(e).__name__, "error": str(e)[:300]})
@@ -118,7 +96,7 @@ class PeriodicScan:
         log.info("scan finished", extra=facts)
 
     def _keeps_going(self) -> bool:
-        return not self._stop.is_set() and self.leading
+        return not self._loop.stopping.is_set() and self.leading
 
 
 class Pace:

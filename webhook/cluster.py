@@ -258,25 +258,18 @@ class TemplateStore:
         self._api = client.ResourceV1Api(connection.api_client)
 
     def create(self, body: Mapping[str, Any]) -> None:
-        name, namespace = _identity(body)
-        document: Any = dict(body)
-        _document(
-            f"create resourceclaimtemplate {namespace}/{name}",
-            self._api.create_namespaced_resource_claim_template,
-            namespace,
-            document,
-        )
+        self._write("create", self._api.create_namespaced_resource_claim_template, body, by_name=False)
 
     def replace(self, body: Mapping[str, Any]) -> None:
-        name, namespace = _identity(body)
-        document: Any = dict(body)
-        _document(
-            f"update resourceclaimtemplate {namespace}/{name}",
-            self._api.replace_namespaced_resource_claim_template,
-            name,
-            namespace,
-            document,
-        )
+        self._write("update", self._api.replace_namespaced_resource_claim_template, body, by_name=True)
+
+    def _write(
+        self, verb: str, method: Callable[..., Any], body: Mapping[str, Any], *, by_name: bool
+    ) -> None:
+        meta = body.get("metadata") or {}
+        name, namespace = str(meta.get("name") or ""), str(meta.get("namespace") or "")
+        where = (name, namespace) if by_name else (namespace,)
+        _document(f"{verb} resourceclaimtemplate {namespace}/{name}", method, *where, dict(body))
 
     def delete(self, namespace: str, name: str, resource_version: str) -> None:
         """Only the version the decision was made on: a template changed since is left for the next pass."""
@@ -286,11 +279,6 @@ class TemplateStore:
         method = functools.partial(self._api.delete_namespaced_resource_claim_template, body=options)
         with contextlib.suppress(_NotFound):  # gone already: what we wanted
             _document(f"delete resourceclaimtemplate {namespace}/{name}", method, name, namespace)
-
-
-def _identity(body: Mapping[str, Any]) -> tuple[str, str]:
-    meta = body.get("metadata") or {}
-    return str(meta.get("name") or ""), str(meta.get("namespace") or "")
 
 
 _TIMEOUTS = (CONNECT_SECONDS, REQUEST_SECONDS)

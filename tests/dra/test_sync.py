@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from tests.support.policies import sharing_policy
 from webhook.dra import sync, templates
+from webhook.dra.index import Key
 
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
 POLICY = sharing_policy("match: {namespaces: [team-*]}\nsharing: {mode: dra, maxGpusPerPod: 2}", name="whole")
@@ -24,7 +25,7 @@ ONE, TWO = templates.templates_for(POLICY, "team-a")
 (SLICED,) = templates.templates_for(OTHER, "team-a")
 
 
-def _key(obj: dict[str, Any]) -> sync.Key:
+def _key(obj: dict[str, Any]) -> Key:
     return obj["metadata"]["namespace"], obj["metadata"]["name"]
 
 
@@ -163,7 +164,7 @@ def worlds(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
     return wanted, [_variant(draw, base) for base in bases]
 
 
-def _apply(store: dict[sync.Key, dict[str, Any]], found: sync.Plan) -> None:
+def _apply(store: dict[Key, dict[str, Any]], found: sync.Plan) -> None:
     for write in found.writes:
         key = (write.namespace, write.name)
         if write.action == "delete":

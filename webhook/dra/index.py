@@ -89,7 +89,7 @@ class DraStore:
             infos = (class_info(o, self.gpu_classes) for o in objects)
             self._classes = {info.name: info for info in infos if info.name}
         else:
-            named = [(key, o) for o in objects if (key := _key(o))[1]]
+            named = [(key, o) for o in objects if (key := object_key(o))[1]]
             self._devices[kind] = {key: _devices(kind, o) for key, o in named}
             if kind == TEMPLATES:
                 self._templates = dict(named)
@@ -102,7 +102,7 @@ class DraStore:
                 self._classes[info.name] = info
                 self._index = None
             return
-        key = _key(obj)
+        key = object_key(obj)
         if not key[1]:
             return
         if kind == TEMPLATES:
@@ -117,7 +117,7 @@ class DraStore:
             if self._classes.pop(_name(obj), None) is not None:
                 self._index = None
             return
-        key = _key(obj)
+        key = object_key(obj)
         if kind == TEMPLATES:
             self._templates.pop(key, None)
         if key in self._devices[kind]:
@@ -152,7 +152,8 @@ def _name(obj: KubeObject) -> str:
     return str(_mapping(obj.get("metadata")).get("name") or "")
 
 
-def _key(obj: KubeObject) -> Key:
+def object_key(obj: KubeObject) -> Key:
+    """(namespace, name); a namespaced object without a namespace is in `default`, as the API puts it."""
     meta = _mapping(obj.get("metadata"))
     return str(meta.get("namespace") or "default"), str(meta.get("name") or "")
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from webhook.dra import sync, templates
+from webhook.dra.index import Key, object_key
 from webhook.errors import ClusterError, Conflict
 from webhook.policy.model import PolicySet
 from webhook.scan.leader import LeaderLoop, LeaseElector
@@ -65,12 +66,12 @@ class Wanted:
         self._version = ""
         self._memo: dict[tuple[str, tuple[tuple[str, str], ...]], list[dict[str, Any]]] = {}
 
-    def __call__(self, world: World) -> dict[sync.Key, dict[str, Any]]:
+    def __call__(self, world: World) -> dict[Key, dict[str, Any]]:
         if world.policies.version != self._version:
             self._version, self._memo = world.policies.version, {}
         if not any(p.sharing.mode == "dra" for p in world.policies.sharing):
             return {}
-        wanted: dict[sync.Key, dict[str, Any]] = {}
+        wanted: dict[Key, dict[str, Any]] = {}
         for namespace, labels in world.namespaces.items():
             memo_key = (namespace, tuple(sorted(labels.items())))
             found = self._memo.get(memo_key)
@@ -106,7 +107,7 @@ class TemplateKeeper:
         if not world.ready:
             return None
         managed = set(world.namespaces)
-        existing = {_key(o): o for o in world.existing if _key(o)[1]}
+        existing = {object_key(o): o for o in world.existing if object_key(o)[1]}
         plan = sync.plan(
             self._wanted(world), existing, managed.__contains__, self._wall(), self._grace_seconds
         )
@@ -218,9 +219,3 @@ class KeeperLoop:
     def _forget(self) -> None:
         """Leadership gained: what this replica did when it last led may be out of date."""
         self._last, self._held_until = None, 0.0
-
-
-def _key(obj: KubeObject) -> sync.Key:
-    meta = obj.get("metadata")
-    meta = meta if isinstance(meta, dict) else {}
-    return str(meta.get("namespace") or ""), str(meta.get("name") or "")

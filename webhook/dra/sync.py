@@ -24,13 +24,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from webhook.dra.index import Key
 from webhook.dra.templates import MANAGED_BY, OURS
 from webhook.types import KubeObject
 
 UNWANTED_SINCE = "gpuwebhook.io/unwanted-since"
 GRACE_SECONDS = 600.0
 
-Key = tuple[str, str]  # (namespace, name)
 Action = Literal["create", "update", "delete"]
 
 

@@ -182,11 +182,12 @@ def own_sources(policy: SharingPolicy, namespace: str, index: DraIndex) -> froze
 
 def reserved_by(
     policies: Iterable[SharingPolicy], namespace: str, labels: Mapping[str, str], name: str
-) -> str | None:
-    """The dra policy whose template for `namespace` goes by `name`, if any."""
+) -> tuple[str, dict[str, Any]] | None:
+    """The dra policy whose template for `namespace` goes by `name`, and that template's spec."""
     for policy in reachable(policies, namespace, labels):
-        if name in _devices_by_name(policy):
-            return policy.name
+        devices = _devices_by_name(policy).get(name)
+        if devices is not None:
+            return policy.name, {"spec": {"devices": devices}}
     return None
 
 

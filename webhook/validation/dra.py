@@ -78,12 +78,10 @@ def _squatted(
     if obj.get("kind") != templates.KIND or not any(p.sharing.mode == "dra" for p in policies):
         return None
     name = _name(obj)
-    owner = templates.reserved_by(policies, namespace, labels, name)
-    if owner is None:
+    reserved = templates.reserved_by(policies, namespace, labels, name)
+    if reserved is None or obj.get("spec") == reserved[1]:
         return None
-    expected = next(t for t in templates.needed(policies, namespace, labels) if t["metadata"]["name"] == name)
-    if obj.get("spec") == expected["spec"]:
-        return None
+    owner = reserved[0]
     return (
         f"the name belongs to policy {owner}'s mode dra template, whose spec this is not; "
         "create it as `gpu-webhook dra templates` prints it, or leave it to the webhook"

@@ -7,23 +7,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.conftest import BUNDLED_POLICIES
-from tests.support.cel import CelProcess
-from tests.support.dispatch import Dispatcher, Request, in_process
+from tests.support.dispatch import Dispatcher, Request, installed
 from tests.support.policies import sharing_policy
 from webhook.policy.loader import load_directory
 from webhook.review import ReviewDeps
 
-REPO = Path(__file__).resolve().parents[2]
-CONFIGURATIONS = [
-    REPO / "manifests" / "base" / name for name in ("mutatingwebhook.yaml", "validatingwebhook.yaml")
-]
 SINGLE = sharing_policy(
     "match: {namespaces: [mig-single]}\n"
     "sharing: {mode: mig, gpuModel: A30-24GB, migStrategy: single, defaultMemory: 5Gi}",
@@ -33,12 +26,10 @@ SINGLE = sharing_policy(
 
 @pytest.fixture(scope="module")
 def dispatcher() -> Iterator[Dispatcher]:
-    configurations = [yaml.safe_load(path.read_text()) for path in CONFIGURATIONS]
     bundled = load_directory(BUNDLED_POLICIES)
     policies = dataclasses.replace(bundled, sharing=(*bundled.sharing, SINGLE))
-    cel = CelProcess()
-    yield Dispatcher(configurations, cel, in_process(ReviewDeps(policies=policies)))
-    cel.close()
+    with installed(ReviewDeps(policies=policies)) as dispatcher:
+        yield dispatcher
 
 
 def _pod(

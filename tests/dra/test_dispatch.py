@@ -14,18 +14,13 @@ import yaml
 
 from tests.conftest import BUNDLED_POLICIES
 from tests.dra.objects import NS, claim, pod, request, template
-from tests.support.cel import CelProcess
-from tests.support.dispatch import Dispatcher, Request, in_process
+from tests.support.dispatch import Dispatcher, Request, installed
 from tests.support.schema import assert_valid
 from webhook.commands.common import offline_deps
 from webhook.inventory import Inventory
 from webhook.policy.loader import load_directory
 from webhook.quota.policy import parse_quota
 
-REPO = Path(__file__).resolve().parents[2]
-CONFIGURATIONS = [
-    REPO / "manifests" / "base" / name for name in ("mutatingwebhook.yaml", "validatingwebhook.yaml")
-]
 INVENTORY = Inventory(
     "dra",
     (
@@ -59,11 +54,8 @@ def dispatcher() -> Iterator[Dispatcher]:
     policies = load_directory(BUNDLED_POLICIES)
     quota = parse_quota(QUOTA, "quota.yaml", lambda _: 1)
     policies = dataclasses.replace(policies, quotas=(*policies.quotas, quota))
-    deps = offline_deps(policies, INVENTORY)
-    configurations = [yaml.safe_load(path.read_text()) for path in CONFIGURATIONS]
-    cel = CelProcess()
-    yield Dispatcher(configurations, cel, in_process(deps))
-    cel.close()
+    with installed(offline_deps(policies, INVENTORY)) as dispatcher:
+        yield dispatcher
 
 
 def create(obj: dict[str, Any], **labels: str) -> Request:
@@ -207,14 +199,8 @@ def test_warn_constraints_on_claims_reach_the_advisory_webhook(tmp_path: Path) -
     (tmp_path / "policies" / "advice.yaml").write_text(yaml.safe_dump(WARN_ON_CLASSES))
     deps = offline_deps(load_directory(tmp_path / "policies"), INVENTORY)
     deps = dataclasses.replace(deps, settings=dataclasses.replace(deps.settings, advisory_webhook=True))
-    cel = CelProcess()
-    try:
-        configurations = [yaml.safe_load(path.read_text()) for path in CONFIGURATIONS]
-        outcome = Dispatcher(configurations, cel, in_process(deps)).admit(
-            create(claim("slices", request(device_class="mig.nvidia.com")))
-        )
-    finally:
-        cel.close()
+    with installed(deps) as dispatcher:
+        outcome = dispatcher.admit(create(claim("slices", request(device_class="mig.nvidia.com"))))
     assert outcome.allowed, outcome.message
     assert "advisory.validate.gpuwebhook.io" in outcome.called
     assert any("mig.nvidia.com" in w for w in outcome.warnings), outcome.warnings

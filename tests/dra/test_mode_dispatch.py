@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.conftest import BUNDLED_POLICIES
-from tests.support.cel import CelProcess
-from tests.support.dispatch import Dispatcher, Request, in_process
+from tests.support.dispatch import Dispatcher, Request, installed
 from tests.support.policies import sharing_policy
 from tests.support.schema import assert_valid
 from webhook.commands.common import offline_deps
@@ -22,10 +19,6 @@ from webhook.inventory import Inventory
 from webhook.policy.loader import load_directory
 from webhook.quota.policy import parse_quota
 
-REPO = Path(__file__).resolve().parents[2]
-CONFIGURATIONS = [
-    REPO / "manifests" / "base" / name for name in ("mutatingwebhook.yaml", "validatingwebhook.yaml")
-]
 NS = "dra-team"
 TEMPLATES = "resourceclaimtemplates"
 POLICIES = {
@@ -60,10 +53,8 @@ def dispatcher() -> Iterator[Dispatcher]:
     )
     printed = templates.needed(ours, NS, {"kubernetes.io/metadata.name": NS})
     deps = offline_deps(policies, Inventory("dra-mode", tuple(printed)))
-    configurations = [yaml.safe_load(path.read_text()) for path in CONFIGURATIONS]
-    cel = CelProcess()
-    yield Dispatcher(configurations, cel, in_process(deps))
-    cel.close()
+    with installed(deps) as dispatcher:
+        yield dispatcher
 
 
 def _pod(strategy: str, count: int) -> dict[str, Any]:
@@ -148,12 +139,6 @@ def test_a_policys_template_that_someone_else_made_differently_is_no_escape() ->
     squatted = [{**t, "spec": _template_object("Exclusive", 1)["spec"]} for t in printed]
     policies = dataclasses.replace(load_directory(BUNDLED_POLICIES), sharing=ours)
     deps = offline_deps(policies, Inventory("squatted", tuple(squatted)))
-    cel = CelProcess()
-    try:
-        dispatcher = Dispatcher(
-            [yaml.safe_load(p.read_text()) for p in CONFIGURATIONS], cel, in_process(deps)
-        )
+    with installed(deps) as dispatcher:
         outcome = dispatcher.admit(Request("CREATE", _pod("TimeSlicing", 1)))
-    finally:
-        cel.close()
     assert not outcome.allowed and "[gpu-builtin/sharing-enforced]" in outcome.message

@@ -15,14 +15,17 @@ The webhooks are answered by a `Caller`: review() in-process, or a real server o
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import jsonpatch
 import orjson
+import yaml
 
 from tests.support.cel import CelError, CelProcess
 
@@ -247,3 +250,24 @@ def in_process(deps: Any) -> Caller:
         return dict(build_response(request["uid"], decision, endpoint))  # type: ignore[arg-type]
 
     return call
+
+
+INSTALLED = [
+    Path(__file__).resolve().parents[2] / "manifests" / "base" / name
+    for name in ("mutatingwebhook.yaml", "validatingwebhook.yaml")
+]
+
+
+def installed_configurations() -> list[dict[str, Any]]:
+    """The webhook configurations every install applies (manifests/base)."""
+    return [yaml.safe_load(path.read_text()) for path in INSTALLED]
+
+
+@contextlib.contextmanager
+def installed(deps: Any) -> Iterator[Dispatcher]:
+    """The installed configurations, dispatched by their own CEL, answered by review() with `deps`."""
+    cel = CelProcess()
+    try:
+        yield Dispatcher(installed_configurations(), cel, in_process(deps))
+    finally:
+        cel.close()

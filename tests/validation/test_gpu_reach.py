@@ -10,22 +10,15 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.conftest import BUNDLED_POLICIES
-from tests.support.cel import CelProcess
-from tests.support.dispatch import Admission, Dispatcher, Request, in_process
+from tests.support.dispatch import Admission, Dispatcher, Request, installed
 from webhook.policy.loader import load_directory
 from webhook.review import ReviewDeps
 
-REPO = Path(__file__).resolve().parents[2]
-CONFIGURATIONS = [
-    REPO / "manifests" / "base" / name for name in ("mutatingwebhook.yaml", "validatingwebhook.yaml")
-]
 GPU = {"nvidia.com/gpu": "1"}
 CAPABILITIES = "NVIDIA_DRIVER_CAPABILITIES"
 VISIBLE = "NVIDIA_VISIBLE_DEVICES"
@@ -33,11 +26,8 @@ VISIBLE = "NVIDIA_VISIBLE_DEVICES"
 
 @pytest.fixture(scope="module")
 def dispatcher() -> Iterator[Dispatcher]:
-    configurations = [yaml.safe_load(path.read_text()) for path in CONFIGURATIONS]
-    cel = CelProcess()
-    deps = ReviewDeps(policies=load_directory(BUNDLED_POLICIES))
-    yield Dispatcher(configurations, cel, in_process(deps))
-    cel.close()
+    with installed(ReviewDeps(policies=load_directory(BUNDLED_POLICIES))) as dispatcher:
+        yield dispatcher
 
 
 def container(name: str = "main", limits: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -33,18 +33,21 @@ Watching = Callable[..., list[Informer]]
 
 @pytest.fixture
 def watching(connection: Connection) -> Iterator[Watching]:
-    """Start pod and namespace informers feeding a cache, with the real kubernetes client."""
+    """Start informers feeding a cache, with the real kubernetes client: pods and namespaces unless
+    told which kinds; stopped when the test ends."""
     started: list[Informer] = []
 
-    def start(cache: ClusterCache, *, watch_seconds: int = 30) -> list[Informer]:
+    def start(
+        cache: ClusterCache, *, kinds: Sequence[str] = KINDS, page_size: int = 50, watch_seconds: int = 30
+    ) -> list[Informer]:
         informers = [
             Informer(
-                KubeSource(connection, kind, page_size=50),
+                KubeSource(connection, kind, page_size=page_size),
                 cache,
                 backoff=FAST_BACKOFF,
                 watch_seconds=watch_seconds,
             )
-            for kind in KINDS
+            for kind in kinds
         ]
         for informer in informers:
             informer.start()

@@ -4,35 +4,33 @@ back through the watch. Two replicas share one Lease, so each template is create
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.cluster.conftest import FAST_BACKOFF, WAIT
-from tests.dra.objects import request, template
+from tests.cluster.conftest import WAIT, Watching
+from tests.dra.objects import WHOLE_DRA, WHOLE_DRA_FILE, request, template
 from tests.support.fakekube import FakeKube
 from tests.support.pods import namespace
 from tests.support.policies import sharing_policy
 from tests.support.schema import assert_valid
 from tests.support.server import start_server
 from webhook.cache import KINDS, ClusterCache
-from webhook.cluster import Connection, KubeSource, LeaseStore, TemplateStore
+from webhook.cluster import PAGE_SIZE, Connection, LeaseStore, TemplateStore
 from webhook.clusterstate import ClusterState
 from webhook.dra import sync, templates
 from webhook.dra.index import DRA_KINDS
 from webhook.dra.keeper import LEASE_NAME, KeeperLoop, TemplateKeeper
 from webhook.dra.setup import fingerprint_of, world_of
-from webhook.informer import Informer
 from webhook.policy.model import PolicySet
 from webhook.quota.demand import DEFAULT_SETTINGS
 from webhook.quota.gate import LocalGate
 from webhook.scan.leader import LeaseElector, Timing
 
 EXEMPT = ("kube-system",)
-WHOLE = sharing_policy("match: {namespaces: [team-*]}\nsharing: {mode: dra, maxGpusPerPod: 2}", name="whole")
 SLICED = sharing_policy(
     "match: {namespaces: [team-*]}\nsharing: {mode: dra, strategy: TimeSlicing, maxGpusPerPod: 1}",
     name="sliced",
@@ -49,18 +47,13 @@ class Policies:
 
 
 @pytest.fixture
-def cluster(fake: FakeKube, connection: Connection) -> Iterator[ClusterState]:
+def cluster(fake: FakeKube, watching: Watching) -> ClusterState:
     for name in ("team-a", "team-b", "other", "kube-system"):
         fake.create("namespaces", namespace(name))
     cache = ClusterCache()
-    informers = [
-        Informer(KubeSource(connection, k), cache, backoff=FAST_BACKOFF) for k in (*KINDS, *DRA_KINDS)
-    ]
-    state = ClusterState(cache, LocalGate(cache, DEFAULT_SETTINGS), "fake", informers)
-    state.start()
+    informers = watching(cache, kinds=(*KINDS, *DRA_KINDS), page_size=PAGE_SIZE)
     assert cache.wait_until(lambda c: c.synced and c.dra_synced, WAIT)
-    yield state
-    state.stop()
+    return ClusterState(cache, LocalGate(cache, DEFAULT_SETTINGS), "fake", informers)
 
 
 def _keeper(connection: Connection, cluster: ClusterState, policies: Policies) -> TemplateKeeper:
@@ -99,7 +92,7 @@ def _until(cache: ClusterCache, holds: Callable[[set[str]], bool]) -> None:
 def test_the_lease_holder_alone_creates_the_templates_of_every_matched_namespace(
     fake: FakeKube, connection: Connection, cluster: ClusterState
 ) -> None:
-    policies = Policies(PolicySet(version="1", sharing=(WHOLE,)))
+    policies = Policies(PolicySet(version="1", sharing=(WHOLE_DRA,)))
     replicas = [
         _loop(
             connection,
@@ -131,7 +124,7 @@ def test_the_lease_holder_alone_creates_the_templates_of_every_matched_namespace
 def test_a_changed_policy_gets_new_templates_and_the_old_ones_go_after_the_grace(
     connection: Connection, cluster: ClusterState
 ) -> None:
-    policies = Policies(PolicySet(version="1", sharing=(WHOLE,)))
+    policies = Policies(PolicySet(version="1", sharing=(WHOLE_DRA,)))
     loop = _loop(connection, cluster, policies)
     old = _wanted(policies.current, "team-a", "team-b")
     loop.step()
@@ -155,7 +148,7 @@ def test_a_changed_policy_gets_new_templates_and_the_old_ones_go_after_the_grace
 def test_a_name_held_by_someone_else_is_reported_and_left_alone(
     fake: FakeKube, connection: Connection, cluster: ClusterState
 ) -> None:
-    policies = Policies(PolicySet(version="1", sharing=(WHOLE,)))
+    policies = Policies(PolicySet(version="1", sharing=(WHOLE_DRA,)))
     first, second = sorted(_wanted(policies.current, "team-a"))
     squatter = template(first.split("/")[1], request(count=8), namespace="team-a")
     fake.create("resourceclaimtemplates", squatter)
@@ -169,16 +162,6 @@ def test_a_name_held_by_someone_else_is_reported_and_left_alone(
     assert held is not None and held["spec"] == squatter["spec"]  # never overwritten
 
 
-DRA_POLICY = """\
-apiVersion: gpuwebhook.io/v1alpha1
-kind: GPUSharingPolicy
-metadata: {name: whole}
-spec:
-  match: {namespaces: [team-*]}
-  sharing: {mode: dra, maxGpusPerPod: 2}
-"""
-
-
 @pytest.mark.slow
 def test_serve_keeps_the_templates_and_counts_its_writes(
     fake: FakeKube, cert_dir: Path, tmp_path: Path
@@ -187,7 +170,7 @@ def test_serve_keeps_the_templates_and_counts_its_writes(
     fake.create("namespaces", namespace("team-a"))
     policies = tmp_path / "policies"
     policies.mkdir()
-    (policies / "whole.yaml").write_text(DRA_POLICY)
+    (policies / "whole.yaml").write_text(WHOLE_DRA_FILE)
     home = tmp_path / "home"
     home.mkdir()
     kubeconfig = fake.write_kubeconfig(tmp_path / "kubeconfig")
@@ -197,7 +180,7 @@ def test_serve_keeps_the_templates_and_counts_its_writes(
         env={"HOME": str(home), "KUBECONFIG": ""},
     )
     try:
-        wanted = _wanted(PolicySet(sharing=(WHOLE,)), "team-a")
+        wanted = _wanted(PolicySet(sharing=(WHOLE_DRA,)), "team-a")
         server.wait_for_log(
             lambda e: e.get("msg") == "ResourceClaimTemplate written" and e.get("template") in wanted
         )

@@ -3,43 +3,21 @@ a pod's claims resolve against what the watches keep."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
-from tests.cluster.conftest import FAST_BACKOFF, WAIT
+from tests.cluster.conftest import WAIT, Watching
 from tests.dra.objects import NS, claim, device_class, pod, request, template
 from tests.support.fakekube import FakeKube
 from webhook.cache import KINDS, ClusterCache
-from webhook.cluster import Connection, KubeSource
+from webhook.cluster import PAGE_SIZE
 from webhook.dra.index import DRA_KINDS
-from webhook.informer import Informer
 from webhook.quota.demand import DEFAULT_SETTINGS
 
 
-@pytest.fixture
-def informers(connection: Connection) -> Iterator[list[Informer]]:
-    started: list[Informer] = []
-    yield started
-    for informer in started:
-        informer.stop()
-
-
-def watch(connection: Connection, cache: ClusterCache, started: list[Informer]) -> None:
-    for kind in (*DRA_KINDS, *KINDS):
-        informer = Informer(KubeSource(connection, kind), cache, backoff=FAST_BACKOFF)
-        informer.start()
-        started.append(informer)
-
-
-def test_claims_templates_and_classes_are_listed_then_watched(
-    fake: FakeKube, connection: Connection, informers: list[Informer]
-) -> None:
+def test_claims_templates_and_classes_are_listed_then_watched(fake: FakeKube, watching: Watching) -> None:
     fake.create("resourceclaims", claim("four", request(count=4)))
     fake.create("resourceclaimtemplates", template("one"))
     fake.create("deviceclasses", device_class("gpu.nvidia.com", "device.driver == 'gpu.nvidia.com'"))
     cache = ClusterCache()
-    watch(connection, cache, informers)
+    watching(cache, kinds=(*DRA_KINDS, *KINDS), page_size=PAGE_SIZE)
     assert cache.wait_until(lambda c: c.synced and c.dra_synced, WAIT)
     assert cache.dra().synced and "gpu.nvidia.com" in cache.dra().classes
 

@@ -5,18 +5,16 @@ refuses (an install whose ClusterRole predates nodes) changes nothing else."""
 from __future__ import annotations
 
 import tracemalloc
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.cluster.conftest import FAST_BACKOFF, WAIT
+from tests.cluster.conftest import WAIT, Watching
 from tests.support.fakekube import FakeKube
 from tests.support.schema import assert_valid
 from webhook.cache import KINDS, NODES, ClusterCache
-from webhook.cluster import Connection, KubeSource
 from webhook.clusterstate import ClusterState
 from webhook.dra.served import NodeNames, extended_names
 from webhook.informer import Informer
@@ -37,31 +35,18 @@ def node(
     }
 
 
-@pytest.fixture
-def informers(connection: Connection) -> Iterator[list[Informer]]:
-    started: list[Informer] = []
-    yield started
-    for informer in started:
-        informer.stop()
+def watch(watching: Watching, cache: ClusterCache) -> dict[str, Informer]:
+    """Pods, namespaces and nodes, in pages of 2."""
+    return {i.kind: i for i in watching(cache, kinds=(*KINDS, NODES), page_size=2)}
 
 
-def watch(connection: Connection, cache: ClusterCache, started: list[Informer]) -> dict[str, Informer]:
-    for kind in (*KINDS, NODES):
-        informer = Informer(KubeSource(connection, kind, page_size=2), cache, backoff=FAST_BACKOFF)
-        informer.start()
-        started.append(informer)
-    return {i.kind: i for i in started}
-
-
-def test_nodes_are_listed_then_watched_as_their_resource_names(
-    fake: FakeKube, connection: Connection, informers: list[Informer]
-) -> None:
+def test_nodes_are_listed_then_watched_as_their_resource_names(fake: FakeKube, watching: Watching) -> None:
     for index in range(5):  # pages of 2: the list follows continue tokens
         assert_valid(node(f"gpu-{index}", GPU))
         fake.create("nodes", node(f"gpu-{index}", GPU))
     cache = ClusterCache()
     assert cache.allocatable is None  # nothing is known before the list
-    watch(connection, cache, informers)
+    watch(watching, cache)
     assert cache.wait_until(lambda c: c.allocatable == frozenset({GPU}) and c.synced, WAIT)
     assert cache.stats().nodes == 5
 
@@ -76,13 +61,13 @@ def test_nodes_are_listed_then_watched_as_their_resource_names(
 
 
 def test_a_refused_node_watch_blocks_nothing_and_is_picked_up_once_granted(
-    fake: FakeKube, connection: Connection, informers: list[Informer]
+    fake: FakeKube, watching: Watching
 ) -> None:
     fake.forbidden.add("nodes")
     fake.create("nodes", node("gpu-0", GPU))
     cache = ClusterCache()
-    started = watch(connection, cache, informers)
-    state = ClusterState(cache, LocalGate(cache), "cluster (test)", informers)
+    started = watch(watching, cache)
+    state = ClusterState(cache, LocalGate(cache), "cluster (test)", list(started.values()))
     assert cache.wait_until(lambda c: c.synced and started[NODES].failures > 0, WAIT)
     assert cache.wait_until(lambda c: c.staleness() == 0.0, WAIT)  # pods and namespaces: fresh
     assert cache.allocatable is None and not cache.nodes_listed

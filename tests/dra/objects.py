@@ -3,9 +3,20 @@ demo/specs/extended-resources/), built small for tests."""
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
+from tests.support.policies import sharing_policy
+
 NS = "team-a"
+# A mode dra policy on whole GPUs for the team-* namespaces: as loaded, and as a policy file.
+WHOLE_DRA_SPEC = "match: {namespaces: [team-*]}\nsharing: {mode: dra, maxGpusPerPod: 2}"
+WHOLE_DRA = sharing_policy(WHOLE_DRA_SPEC, name="whole")
+WHOLE_DRA_FILE = (
+    "apiVersion: gpuwebhook.io/v1alpha1\nkind: GPUSharingPolicy\nmetadata: {name: whole}\nspec:\n"
+    + textwrap.indent(WHOLE_DRA_SPEC, "  ")
+    + "\n"
+)
 
 
 def request(name: str = "gpu", device_class: str = "gpu.nvidia.com", **fields: Any) -> dict[str, Any]:

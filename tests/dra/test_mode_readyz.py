@@ -6,22 +6,10 @@ from pathlib import Path
 
 import yaml
 
-from tests.support.policies import sharing_policy
+from tests.dra.objects import WHOLE_DRA, WHOLE_DRA_FILE
 from tests.support.server import start_server
 from webhook.dra import templates
 from webhook.dra.index import DraIndex
-
-POLICY = """\
-apiVersion: gpuwebhook.io/v1alpha1
-kind: GPUSharingPolicy
-metadata: {name: whole}
-spec:
-  match: {namespaces: [team-*]}
-  sharing: {mode: dra, maxGpusPerPod: 2}
-"""
-COMPILED = sharing_policy(
-    "match: {namespaces: [team-*]}\nsharing: {mode: dra, maxGpusPerPod: 2}", name="whole"
-)
 
 
 def _namespace(name: str) -> dict[str, object]:
@@ -31,17 +19,17 @@ def _namespace(name: str) -> dict[str, object]:
 
 def test_missing_is_empty_until_templates_are_listed() -> None:
     namespaces = {"team-a": {"kubernetes.io/metadata.name": "team-a"}}
-    assert templates.missing([COMPILED], namespaces, DraIndex(synced=False)) == []
-    names = [f"team-a/{t['metadata']['name']}" for t in templates.templates_for(COMPILED, "team-a")]
-    assert templates.missing([COMPILED], namespaces, DraIndex(synced=True)) == names
-    assert templates.missing([COMPILED], {"other": {}}, DraIndex(synced=True)) == []
+    assert templates.missing([WHOLE_DRA], namespaces, DraIndex(synced=False)) == []
+    names = [f"team-a/{t['metadata']['name']}" for t in templates.templates_for(WHOLE_DRA, "team-a")]
+    assert templates.missing([WHOLE_DRA], namespaces, DraIndex(synced=True)) == names
+    assert templates.missing([WHOLE_DRA], {"other": {}}, DraIndex(synced=True)) == []
 
 
 def test_readyz_names_missing_templates(cert_dir: Path, tmp_path: Path) -> None:
     policies = tmp_path / "policies"
     policies.mkdir()
-    (policies / "whole.yaml").write_text(POLICY)
-    present, absent = templates.templates_for(COMPILED, "team-a")
+    (policies / "whole.yaml").write_text(WHOLE_DRA_FILE)
+    present, absent = templates.templates_for(WHOLE_DRA, "team-a")
     inventory = tmp_path / "inventory.yaml"
     inventory.write_text(
         yaml.safe_dump_all([_namespace("team-a"), _namespace("team-exempt"), _namespace("other"), present])

@@ -14,14 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.dra.objects import WHOLE_DRA
 from tests.support.policies import sharing_policy
 from webhook.dra import sync, templates
 from webhook.dra.index import Key
 
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
-POLICY = sharing_policy("match: {namespaces: [team-*]}\nsharing: {mode: dra, maxGpusPerPod: 2}", name="whole")
 OTHER = sharing_policy("sharing: {mode: dra, strategy: TimeSlicing, maxGpusPerPod: 1}", name="sliced")
-ONE, TWO = templates.templates_for(POLICY, "team-a")
+ONE, TWO = templates.templates_for(WHOLE_DRA, "team-a")
 (SLICED,) = templates.templates_for(OTHER, "team-a")
 
 
@@ -141,7 +141,7 @@ def test_deletes_carry_the_version_they_were_decided_on() -> None:
 
 # Property: whatever exists, applying plans (and letting the grace pass) converges on the wanted set.
 
-WANTABLE = [*templates.templates_for(POLICY, "team-a"), *templates.templates_for(OTHER, "team-a")]
+WANTABLE = [*templates.templates_for(WHOLE_DRA, "team-a"), *templates.templates_for(OTHER, "team-a")]
 
 
 def _variant(draw: st.DrawFn, base: dict[str, Any]) -> dict[str, Any]:

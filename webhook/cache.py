@@ -26,7 +26,7 @@ from webhook.dra.devices import DEFAULT_GPU_CLASSES
 from webhook.dra.index import DRA_KINDS, DraIndex, DraStore
 from webhook.dra.resolve import ClaimShape
 from webhook.dra.served import NodeNames, extended_names
-from webhook.quota.demand import (
+from webhook.accounting.demand import (
     PodShape,
     QuotaInputError,
     QuotaSettings,
@@ -35,7 +35,7 @@ from webhook.quota.demand import (
     pod_shape,
     shape_demand,
 )
-from webhook.quota.usage import NOTHING, Usage
+from webhook.accounting.usage import NOTHING, Usage
 from webhook.types import KubeObject
 
 log = logging.getLogger(__name__)

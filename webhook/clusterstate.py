@@ -23,7 +23,7 @@ from webhook.dra.index import DRA_KINDS
 from webhook.errors import ClusterError, ConfigError
 from webhook.informer import Informer
 from webhook.inventory import cache_from, load_inventory
-from webhook.quota.demand import DEFAULT_SETTINGS, QuotaSettings
+from webhook.accounting.demand import DEFAULT_SETTINGS, QuotaSettings
 from webhook.quota.gate import LocalGate, QuotaGate
 from webhook.quota.ledger import LedgerGate
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from webhook import gpu
-from webhook.accounting import CLAIM_KINDS, count_gpus
+from webhook.accounting.count import CLAIM_KINDS, count_gpus
 from webhook.config import EXEMPT_NAMESPACES, Enforcement, FailureMode
 from webhook.decision import ALLOW, Decision, Finding, clamp_warnings, deny
 from webhook.dra import templates
@@ -27,7 +27,7 @@ from webhook.match import glob_matches
 from webhook.mutation import resources, void
 from webhook.mutation.engine import mutate_object, select_policy
 from webhook.mutation.shape import ShapeError, check_pod_shape
-from webhook.mutation.target import PodTarget, pod_target
+from webhook.accounting.target import PodTarget, pod_target
 from webhook.policy.model import PolicySet, SharingPolicy
 from webhook.quota.gate import QuotaGate
 from webhook.types import AdmissionRequest, Endpoint, EnforcementAction, KubeObject

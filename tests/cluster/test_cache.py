@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.pods import gpu_pod, make_pod, namespace, res
 from webhook.cache import NAMESPACES, PODS, ClusterCache
-from webhook.quota.demand import DEFAULT_SETTINGS, pod_shape
+from webhook.accounting.demand import DEFAULT_SETTINGS, pod_shape
 
 S = DEFAULT_SETTINGS
 

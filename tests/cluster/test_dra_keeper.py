@@ -26,7 +26,7 @@ from webhook.dra.index import DRA_KINDS
 from webhook.dra.keeper import LEASE_NAME, KeeperLoop, TemplateKeeper
 from webhook.dra.setup import fingerprint_of, world_of
 from webhook.policy.model import PolicySet
-from webhook.quota.demand import DEFAULT_SETTINGS
+from webhook.accounting.demand import DEFAULT_SETTINGS
 from webhook.quota.gate import LocalGate
 from webhook.scan.leader import LeaseElector, Timing
 

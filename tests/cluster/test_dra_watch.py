@@ -9,7 +9,7 @@ from tests.support.fakekube import FakeKube
 from webhook.cache import KINDS, ClusterCache
 from webhook.cluster import PAGE_SIZE
 from webhook.dra.index import DRA_KINDS
-from webhook.quota.demand import DEFAULT_SETTINGS
+from webhook.accounting.demand import DEFAULT_SETTINGS
 
 
 def test_claims_templates_and_classes_are_listed_then_watched(fake: FakeKube, watching: Watching) -> None:

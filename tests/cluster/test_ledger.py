@@ -24,7 +24,7 @@ from webhook.dra.devices import DeviceAsk
 from webhook.dra.resolve import ClaimShape
 from webhook.gpu import parse_mig_resource
 from webhook.quota.check import QuotaOutcome
-from webhook.quota.demand import KaiRequest, PodShape
+from webhook.accounting.demand import KaiRequest, PodShape
 from webhook.quota.ledger import Entry, LedgerGate, LedgerStore, StoredLedger, decode, encode, ledger_name
 from webhook.types import AdmissionRequest
 

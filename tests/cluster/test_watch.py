@@ -14,7 +14,7 @@ from webhook.cache import PODS, ClusterCache
 from webhook.cluster import KubeSource, connect
 from webhook.errors import ConfigError
 from webhook.informer import Backoff, Informer
-from webhook.quota.demand import DEFAULT_SETTINGS
+from webhook.accounting.demand import DEFAULT_SETTINGS
 
 
 class Clock:

@@ -23,7 +23,7 @@ from webhook.inventory import Inventory, cache_from
 from webhook.mutation.engine import mutate_object
 from webhook.policy.loader import compile_documents
 from webhook.policy.source import parse_documents
-from webhook.quota.demand import QuotaInputError, QuotaSettings, pod_demand, pod_shape, shape_demand
+from webhook.accounting.demand import QuotaInputError, QuotaSettings, pod_demand, pod_shape, shape_demand
 from webhook.quota.gate import LocalGate
 from webhook.review import ReviewDeps, review
 

@@ -17,7 +17,7 @@ from tests.support.schema import assert_valid
 from webhook.dra import templates
 from webhook.errors import AdmissionDenied
 from webhook.mutation.engine import mutate_object
-from webhook.mutation.target import PodTarget
+from webhook.accounting.target import PodTarget
 from webhook.policy.model import SharingPolicy
 from webhook.validation import builtin
 

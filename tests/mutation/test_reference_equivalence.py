@@ -32,8 +32,8 @@ from webhook.mutation import inject
 from webhook.mutation.checkpoint import checkpoint
 from webhook.mutation.context import MutationContext
 from webhook.mutation.engine import Mutator, mutate_object, mutators
-from webhook.mutation.needs import PodNeeds, read_needs
-from webhook.mutation.target import PodTarget, pod_target
+from webhook.accounting.needs import PodNeeds, read_needs
+from webhook.accounting.target import PodTarget, pod_target
 from webhook.policy.model import SharingPolicy
 from webhook.utilization.capacity import CapacityView
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from webhook.mutation.shape import ShapeError, check_pod_shape
-from webhook.mutation.target import PodTarget
+from webhook.accounting.target import PodTarget
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"

@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.support.pods import make_pod, res, sidecar
-from webhook.quota.demand import QuotaInputError, QuotaSettings, pod_demand, pod_shape
-from webhook.quota.usage import NOTHING, Usage, total
+from webhook.accounting.demand import QuotaInputError, QuotaSettings, pod_demand, pod_shape
+from webhook.accounting.usage import NOTHING, Usage, total
 
 GPU = "nvidia.com/gpu"
 MIG_1G = "nvidia.com/mig-1g.10gb"

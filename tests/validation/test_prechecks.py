@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
 from tests.support.pods import make_pod, res
-from webhook.accounting import count_object
+from webhook.accounting.count import count_object
 from webhook.policy.engines import ConstraintSet
 from webhook.policy.engines.regopy import RegoEngine, new_interpreter
 from webhook.policy.loader import load_directory, regopy_engine, single_parameter_sets

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from regopy import Input, Interpreter
 
 from tests.support.pods import make_pod, res
-from webhook.accounting import count_object
+from webhook.accounting.count import count_object
 from webhook.policy.loader import load_directory, regopy_engine
 from webhook.policy.model import PolicySet
 from webhook.validation.gatekeeper import Constraint, ConstraintTemplate

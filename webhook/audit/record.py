@@ -14,7 +14,7 @@ from typing import Any
 from webhook.audit.chain import SCHEMA_VERSION, Record
 from webhook.audit.redact import Scrubber, clip, object_digest, own_annotations, sensitive_values
 from webhook.decision import Decision, Finding
-from webhook.quota.demand import DEFAULT_SETTINGS, QuotaInputError, pod_shape, shape_demand
+from webhook.accounting.demand import DEFAULT_SETTINGS, QuotaInputError, pod_shape, shape_demand
 from webhook.types import AdmissionRequest, Endpoint, KubeObject, PatchOperation
 
 MAX_GROUPS = 64

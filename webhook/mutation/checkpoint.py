@@ -9,7 +9,7 @@ from webhook.errors import AdmissionDenied
 from webhook.mutation import resources
 from webhook.mutation.context import MutationContext
 from webhook.mutation.sharing import KAI_CONTAINER
-from webhook.mutation.target import PodTarget
+from webhook.accounting.target import PodTarget
 from webhook.policy.model import Checkpoint
 
 NAME = "gpuwebhook-checkpoint"

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.kubeversion import Version
-from webhook.mutation.needs import PodNeeds
+from webhook.accounting.needs import PodNeeds
 from webhook.policy.model import SharingPolicy
 from webhook.utilization.capacity import CapacityView
 

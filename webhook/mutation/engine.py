@@ -24,12 +24,12 @@ from webhook.mutation import hints, inject
 from webhook.mutation.checkpoint import checkpoint
 from webhook.mutation.context import MutationContext
 from webhook.mutation.diff import diff
-from webhook.mutation.fields import mapping
+from webhook.fields import mapping
 from webhook.mutation.leftovers import hami_leftovers, kai_leftovers
-from webhook.mutation.needs import APPLIED, read_needs
+from webhook.accounting.needs import APPLIED, read_needs
 from webhook.mutation.shape import check_pod_shape
 from webhook.mutation.sharing import REWRITES
-from webhook.mutation.target import PodTarget, pod_target
+from webhook.accounting.target import PodTarget, pod_target
 from webhook.mutation.void import void_devices
 from webhook.policy.model import SharingPolicy
 from webhook.types import KubeObject, PatchOperation

@@ -18,10 +18,10 @@ from typing import Any
 
 from webhook import gpu, quantity
 from webhook.mutation.context import MutationContext
-from webhook.mutation.fields import mapping, sequence
+from webhook.fields import mapping, sequence
 from webhook.mutation.node_terms import HOSTNAME, admits, node_facts
 from webhook.mutation.resources import sections
-from webhook.mutation.target import PodTarget
+from webhook.accounting.target import PodTarget
 from webhook.utilization.capacity import MIG, SHARED, WHOLE, NodeCapacity
 
 HINTS_ANNOTATION = "gpuwebhook.io/placement-hints"

@@ -10,9 +10,9 @@ from typing import Any
 
 from webhook import gpu
 from webhook.mutation.context import MutationContext
-from webhook.mutation.fields import mapping, sequence
+from webhook.fields import mapping, sequence
 from webhook.mutation.sharing import MODE_SCHEDULERS
-from webhook.mutation.target import PodTarget
+from webhook.accounting.target import PodTarget
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"

@@ -24,10 +24,10 @@ from webhook import gpu, quantity
 from webhook.errors import AdmissionDenied
 from webhook.mutation import resources
 from webhook.mutation.context import MutationContext
-from webhook.mutation.fields import mapping
-from webhook.mutation.needs import CORES, MEMORY
+from webhook.fields import mapping
+from webhook.accounting.needs import CORES, MEMORY
 from webhook.mutation.sharing import KAI_CONTAINER, MODE_SCHEDULERS
-from webhook.mutation.target import PodTarget
+from webhook.accounting.target import PodTarget
 from webhook.quantity import format_mib
 from webhook.validation import kai as kai_rules
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from webhook import gpu, quantity
 from webhook.errors import AdmissionDenied
-from webhook.mutation.fields import mapping
+from webhook.fields import mapping
 
 SECTIONS = ("limits", "requests")
 

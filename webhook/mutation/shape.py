@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from webhook.mutation.target import CONTAINER_LISTS, PodTarget
+from webhook.accounting.target import CONTAINER_LISTS, PodTarget
 
 _SPEC_LISTS = ("tolerations", "resourceClaims")
 _SPEC_STRINGS = ("schedulerName", "priorityClassName", "runtimeClassName", "nodeName", "serviceAccountName")

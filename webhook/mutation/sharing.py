@@ -10,9 +10,9 @@ from webhook.dra import templates
 from webhook.errors import AdmissionDenied
 from webhook.mutation import mig_nodes, resources
 from webhook.mutation.context import MutationContext
-from webhook.mutation.fields import mapping
-from webhook.mutation.needs import CORES as CORES_ANNOTATION
-from webhook.mutation.target import PodTarget
+from webhook.fields import mapping
+from webhook.accounting.needs import CORES as CORES_ANNOTATION
+from webhook.accounting.target import PodTarget
 from webhook.quantity import format_mib
 
 Rewrite = Callable[[PodTarget, MutationContext], bool]

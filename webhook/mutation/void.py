@@ -19,7 +19,7 @@ from typing import Any
 from webhook import gpu
 from webhook.mutation import resources
 from webhook.mutation.context import MutationContext
-from webhook.mutation.target import PodTarget
+from webhook.accounting.target import PodTarget
 from webhook.types import PatchOperation
 
 VARIABLE = "NVIDIA_VISIBLE_DEVICES"

@@ -13,7 +13,7 @@ from webhook import gpu, quantity
 from webhook.dra import devices
 from webhook.errors import PolicyProblem
 from webhook.match import LabelSelector, Match, SelectorError, check_glob
-from webhook.mutation.needs import PREFIX as OWN_PREFIX
+from webhook.accounting.needs import PREFIX as OWN_PREFIX
 from webhook.policy.model import (
     Checkpoint,
     Dra,

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from webhook.decision import Decision, Finding, clamp_warnings, deny
 from webhook.dra.index import DraIndex
-from webhook.quota.demand import (
+from webhook.accounting.demand import (
     DEFAULT_SETTINGS,
     PodShape,
     QuotaInputError,
@@ -25,7 +25,7 @@ from webhook.quota.demand import (
     shape_demand,
 )
 from webhook.quota.policy import GPUQuota
-from webhook.quota.usage import GPU_MEMORY, GPUS, NOTHING, Usage, format_dimension
+from webhook.accounting.usage import GPU_MEMORY, GPUS, NOTHING, Usage, format_dimension
 from webhook.types import AdmissionRequest, EnforcementAction, KubeObject
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"

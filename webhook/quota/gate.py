@@ -26,9 +26,9 @@ from typing import Protocol
 from webhook.cache import ClusterCache
 from webhook.dra.index import DraIndex
 from webhook.quota.check import QuotaOutcome, check_quota, request_pod_key
-from webhook.quota.demand import DEFAULT_SETTINGS, QuotaSettings
+from webhook.accounting.demand import DEFAULT_SETTINGS, QuotaSettings
 from webhook.quota.policy import GPUQuota
-from webhook.quota.usage import Usage
+from webhook.accounting.usage import Usage
 from webhook.types import AdmissionRequest
 
 

@@ -10,7 +10,7 @@ from webhook.clusterstate import ClusterState
 from webhook.metrics import Metrics
 from webhook.quota.policy import GPUQuota
 from webhook.quota.status import StatusRow, status_rows
-from webhook.quota.usage import GPU_MEMORY
+from webhook.accounting.usage import GPU_MEMORY
 
 LABELS = ("namespace", "quota", "resource")
 Sample = tuple[Sequence[str], float]

@@ -40,10 +40,10 @@ from webhook.dra.index import DraIndex
 from webhook.dra.resolve import ClaimShape
 from webhook.errors import ClusterError, Conflict
 from webhook.quota.check import QuotaOutcome, check_quota, request_pod_key
-from webhook.quota.demand import DEFAULT_SETTINGS, KaiRequest, PodShape, QuotaSettings, shape_demand
+from webhook.accounting.demand import DEFAULT_SETTINGS, KaiRequest, PodShape, QuotaSettings, shape_demand
 from webhook.quota.gate import peek
 from webhook.quota.policy import GPUQuota
-from webhook.quota.usage import Usage
+from webhook.accounting.usage import Usage
 from webhook.types import AdmissionRequest
 
 log = logging.getLogger(__name__)

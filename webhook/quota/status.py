@@ -9,9 +9,9 @@ from typing import Any, Protocol
 
 from webhook.match import glob_matches
 from webhook.quota.check import NAMESPACE_NAME_LABEL
-from webhook.quota.demand import DEFAULT_SETTINGS, QuotaSettings
+from webhook.accounting.demand import DEFAULT_SETTINGS, QuotaSettings
 from webhook.quota.policy import GPUQuota
-from webhook.quota.usage import Usage, format_dimension
+from webhook.accounting.usage import Usage, format_dimension
 from webhook.types import EnforcementAction
 
 BAR_WIDTH = 20

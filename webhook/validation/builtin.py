@@ -8,15 +8,15 @@ failurePolicy Ignore, or an object created before the policy).
 from __future__ import annotations
 
 from webhook import gpu, quantity
-from webhook.accounting import GpuCount
+from webhook.accounting.count import GpuCount
 from webhook.decision import Finding
 from webhook.errors import AdmissionDenied
 from webhook.mutation import resources
 from webhook.mutation.context import MutationContext
 from webhook.mutation.engine import clone
-from webhook.mutation.needs import read_needs
+from webhook.accounting.needs import read_needs
 from webhook.mutation.sharing import REWRITES, gpu_containers
-from webhook.mutation.target import PodTarget
+from webhook.accounting.target import PodTarget
 from webhook.policy.model import SharingPolicy
 from webhook.validation import kai
 from webhook.validation.limits import sharing_limits

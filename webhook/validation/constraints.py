@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.accounting import GpuCount, count_object, needs_dra
+from webhook.accounting.count import GpuCount, count_object, needs_dra
 from webhook.decision import Finding
 from webhook.dra.index import DraIndex
 from webhook.policy.model import PolicySet

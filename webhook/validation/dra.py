@@ -19,13 +19,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook.accounting import claim_devices
+from webhook.accounting.count import claim_devices
 from webhook.decision import Finding
 from webhook.dra import templates
 from webhook.dra.devices import ClaimError, DeviceAsk, claim_asks
 from webhook.dra.index import DraIndex
 from webhook.dra.resolve import pod_claims
-from webhook.mutation.target import PodTarget
+from webhook.accounting.target import PodTarget
 from webhook.policy.model import SharingPolicy
 
 CLAIMS_RESOLVE = "gpu-builtin/dra-claims"

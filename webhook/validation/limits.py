@@ -8,11 +8,11 @@ Where GPUs are shared and opting out is not allowed, a pod that asks for a whole
 from __future__ import annotations
 
 from webhook import gpu
-from webhook.accounting import GpuCount, count_gpus
+from webhook.accounting.count import GpuCount, count_gpus
 from webhook.decision import Finding
 from webhook.mutation import resources
-from webhook.mutation.needs import PodNeeds
-from webhook.mutation.target import PodTarget
+from webhook.accounting.needs import PodNeeds
+from webhook.accounting.target import PodTarget
 from webhook.policy.model import SharingPolicy
 
 LIMITS = "gpu-builtin/sharing-limits"

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from webhook.accounting import NO_GPUS, GpuCount, count_object
+from webhook.accounting.count import NO_GPUS, GpuCount, count_object
 from webhook.errors import WouldBlock
 from webhook.policy.engines.layout import ParameterTable, input_document
 from webhook.validation.constraint_match import MatchIndex, NamespaceUnknown

@@ -19,7 +19,7 @@ import requests
 from opa_client import OpaClient
 from opa_client.errors import RegoParseError
 
-from webhook.accounting import GpuCount
+from webhook.accounting.count import GpuCount
 from webhook.errors import ConfigError, PolicyError, PolicyProblem
 from webhook.policy.engines import ConstraintSet, Plan, plan
 from webhook.policy.engines.layout import (

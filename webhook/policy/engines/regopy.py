@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from regopy import Interpreter, LogLevel, RegoError, rego_shared
 
-from webhook.accounting import GpuCount
+from webhook.accounting.count import GpuCount
 from webhook.errors import PolicyError, PolicyProblem
 from webhook.policy.engines import ConstraintSet, Plan, plan
 from webhook.policy.engines.layout import (

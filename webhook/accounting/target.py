@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.mutation.fields import mapping
+from webhook.fields import mapping
 from webhook.types import KubeObject
 
 CONTAINER_LISTS = ("initContainers", "containers")

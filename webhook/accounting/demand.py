@@ -27,7 +27,7 @@ from webhook import gpu, quantity
 from webhook.dra.devices import ClaimError
 from webhook.dra.index import DraIndex
 from webhook.dra.resolve import ClaimShape, pod_claims
-from webhook.quota.usage import NOTHING, ZERO, Usage
+from webhook.accounting.usage import NOTHING, ZERO, Usage
 from webhook.types import KubeObject
 
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})

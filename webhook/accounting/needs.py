@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from webhook import quantity
 from webhook.errors import AdmissionDenied
-from webhook.mutation.target import PodTarget
+from webhook.accounting.target import PodTarget
 
 PREFIX = "gpuwebhook.io/"
 MEMORY = PREFIX + "gpu-memory"

@@ -1,7 +1,7 @@
 """One GPU count for every rule: the GPU devices a pod gets, in every form. Pure.
 
 Quota and max-per-pod must never disagree on how many GPUs a pod holds, so both count
-through `webhook.quota.demand`: whole GPUs, time-sliced and MPS shares, MIG slices (each
+through `webhook.accounting.demand`: whole GPUs, time-sliced and MPS shares, MIG slices (each
 a device of its own), KAI's `gpu-fraction-num-devices`, native sidecars added to the app
 containers, init containers by their peak, and every spelling of a quantity. Policies
 written in Rego read the result as `input.gpu` (see `GpuCount.as_input`), so a template
@@ -21,8 +21,8 @@ from typing import Any
 from webhook.dra.devices import ClaimError, claim_asks
 from webhook.dra.index import EMPTY, GROUP, DraIndex
 from webhook.dra.resolve import ClaimShape
-from webhook.mutation.target import pod_target
-from webhook.quota.demand import DEFAULT_SETTINGS, QuotaInputError, claim_demand, pod_shape, shape_demand
+from webhook.accounting.target import pod_target
+from webhook.accounting.demand import DEFAULT_SETTINGS, QuotaInputError, claim_demand, pod_shape, shape_demand
 from webhook.types import KubeObject
 
 

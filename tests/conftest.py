@@ -4,6 +4,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.support.server import ServerProcess, start_server
 from webhook import certs
@@ -11,6 +12,11 @@ from webhook import certs
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 BUNDLED_POLICIES = REPO / "policies"
+
+# A busy machine slows every draw and example alike: no property test may depend on wall-clock
+# speed, so neither the per-example deadline nor the slow-generation health check applies.
+settings.register_profile("any-machine", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("any-machine")
 
 
 @pytest.fixture(scope="session", autouse=True)

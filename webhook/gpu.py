@@ -28,10 +28,13 @@ KAI_NUM_DEVICES = "gpu-fraction-num-devices"
 # What asks KAI for a share of a GPU (KAI-Scheduler pkg/common/constants/constants.go).
 KAI_ANNOTATIONS = frozenset({KAI_FRACTION, KAI_MEMORY, KAI_NUM_DEVICES})
 MIG_SLICES = 7  # compute slices of most cards; see model_slices()
-# nvidia.com/mig-[<c>c.]<g>g.<n>gb[.me|.me.all|.gfx|-me]: go-nvlib's profile string, with the
-# device plugin's '+' -> '.' (k8s-device-plugin internal/rm/rm.go).
+SHARED_SUFFIX = ".shared"  # k8s-device-plugin api/config/v1/consts.go DefaultSharedResourceNameSuffix
+# nvidia.com/mig-[<c>c.]<g>g.<n>gb[.me|.me.all|.gfx|-me][.shared]: go-nvlib's profile string, with
+# the device plugin's '+' -> '.' (k8s-device-plugin internal/rm/rm.go), and the suffix that
+# renameByDefault appends to every replicated resource, MIG slices included
+# (api/config/v1/resources.go DefaultSharedRename, api/config/v1/replicas.go).
 _MIG_RESOURCE = re.compile(
-    r"^nvidia\.com/mig-(?:[1-7]c\.)?([1-7])g\.([0-9]{1,4})gb(\.me\.all|\.me|\.gfx|-me)?$"
+    r"^nvidia\.com/mig-(?:[1-7]c\.)?([1-7])g\.([0-9]{1,4})gb(\.me\.all|\.me|\.gfx|-me)?(\.shared)?$"
 )
 
 
@@ -42,6 +45,7 @@ class MigProfile:
     max_instances: int
     memory_mib: int  # the real size (see webhook/migtable.py for where it comes from)
     attributes: str = ""  # "", "+me", "+me.all", "+gfx" or "-me"
+    shared: bool = False  # a time-sliced replica of the slice (nvidia.com/mig-<profile>.shared)
 
     @property
     def name(self) -> str:
@@ -49,7 +53,7 @@ class MigProfile:
 
     @property
     def resource(self) -> str:
-        return MIG_PREFIX + self.name.replace("+", ".")
+        return MIG_PREFIX + self.name.replace("+", ".") + (SHARED_SUFFIX if self.shared else "")
 
     @property
     def plain(self) -> bool:
@@ -115,7 +119,8 @@ def parse_mig_resource(name: str) -> MigProfile | None:
         return None
     suffix = match[3] or ""
     attributes = "+" + suffix[1:] if suffix.startswith(".") else suffix
-    return MigProfile(int(match[1]), int(match[2]), 0, int(match[2]) * 1024, attributes)
+    gib = int(match[2])
+    return MigProfile(int(match[1]), gib, 0, gib * 1024, attributes, shared=match[4] is not None)
 
 
 def is_mig_resource(name: str) -> bool:

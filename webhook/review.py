@@ -11,8 +11,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from webhook import gpu
+from webhook.accounting import names
 from webhook.accounting.count import CLAIM_KINDS, count_gpus
+from webhook.accounting.target import PodTarget, pod_target
+from webhook.capacity import CapacityView
 from webhook.config import EXEMPT_NAMESPACES, Enforcement, FailureMode
 from webhook.decision import ALLOW, Decision, Finding, clamp_warnings, deny
 from webhook.dra import templates
@@ -27,13 +29,12 @@ from webhook.match import glob_matches
 from webhook.mutation import resources, void
 from webhook.mutation.engine import mutate_object, select_policy
 from webhook.mutation.shape import ShapeError, check_pod_shape
-from webhook.accounting.target import PodTarget, pod_target
-from webhook.policy.model import PolicySet, SharingPolicy
+from webhook.policy.constraints import evaluate_constraints
+from webhook.policy.model import PolicySet
 from webhook.quota.gate import QuotaGate
+from webhook.sharing_policy import SharingPolicy
 from webhook.types import AdmissionRequest, Endpoint, EnforcementAction, KubeObject
-from webhook.utilization.capacity import CapacityView
 from webhook.validation import builtin, dra
-from webhook.validation.constraints import evaluate_constraints
 
 
 def _no_labels(_: str) -> Mapping[str, str]:
@@ -413,7 +414,7 @@ def is_gpu_pod(
     classes and extended resources that GPU device classes serve. A claim that cannot be
     resolved makes a GPU pod too: the rules that count then deny it."""
     annotations = target.annotations
-    if gpu.KAI_FRACTION in annotations or gpu.KAI_MEMORY in annotations:
+    if names.asks_kai(annotations):
         return True
     if any(resources.uses_gpu(c, shared_names) for _, c in target.containers()):
         return True

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from tests.support.policies import compile_problems, sharing_policy
+from webhook.accounting import kai
 from webhook.errors import AdmissionDenied
 from webhook.mutation.engine import mutate_object
-from webhook.validation import kai
 
 WHOLE = [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]
 WHOLE_ZERO = [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "0"}}}]

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from webhook.accounting.demand import DEFAULT_SETTINGS, QuotaInputError, claim_demand, pod_shape, shape_demand
+from webhook.accounting.target import pod_target
 from webhook.dra.devices import ClaimError, claim_asks
 from webhook.dra.index import EMPTY, GROUP, DraIndex
 from webhook.dra.resolve import ClaimShape
-from webhook.accounting.target import pod_target
-from webhook.accounting.demand import DEFAULT_SETTINGS, QuotaInputError, claim_demand, pod_shape, shape_demand
 from webhook.types import KubeObject
 
 

@@ -17,23 +17,24 @@ Two steps, so the cluster cache can keep the small first result and apply the
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
-from webhook import gpu, quantity
+from webhook import gpu, quantity, vendors
+from webhook.accounting import kai
+from webhook.accounting.usage import NOTHING, ZERO, Usage
 from webhook.dra.devices import ClaimError
 from webhook.dra.index import DraIndex
 from webhook.dra.resolve import ClaimShape, pod_claims
-from webhook.accounting.usage import NOTHING, ZERO, Usage
 from webhook.types import KubeObject
 
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 DEFAULT_SHARED_REPLICAS = 4
 _WHOLE_NUMBER = re.compile(r"^[0-9]{1,9}$")
-_FRACTION = re.compile(r"^(0|1)?(\.[0-9]{1,6})?$")
 
 Amounts = tuple[tuple[str, int], ...]
 """A container's extended resources, sorted by name: (resource name, effective request)."""
@@ -248,24 +249,55 @@ def _container_vector(
     single_mig: tuple[int, int] | None = None,
     backed: tuple[tuple[str, int, int], ...] = (),
 ) -> _Vector:
-    by_name = dict(amounts)
     vector: _Vector = {(_COUNT, name): Fraction(count) for name, count in amounts}
-    if single_mig is not None and by_name.get(gpu.GPU):
-        _add_slices(vector, gpu.GPU, by_name[gpu.GPU], single_mig, settings)
-    elif _is_hami(by_name):
-        _add_hami(vector, by_name, settings)
-    elif by_name.get(gpu.GPU):
-        _add_share_or_whole(vector, gpu.GPU, by_name[gpu.GPU], settings)
+    families: dict[vendors.Family, dict[vendors.Part, int]] = {}
     for name, count in amounts:
         profile = gpu.parse_mig_resource(name)
+        found = vendors.family_of(name) if profile is None else None
         if profile is not None:
-            _add_slices(vector, name, count, (profile.slices, profile.memory_mib), settings)
-        elif name != gpu.GPU and settings.replicas(name):
+            _add_mig(vector, name, count, profile, settings)
+        elif found is not None:
+            families.setdefault(found[0], {})[found[1]] = count
+        elif settings.replicas(name):
             _add_share_or_whole(vector, name, count, settings)
+    for family, parts in families.items():
+        _add_family(vector, family, parts, settings, single_mig)
+    counted = {name for family in families for name in family.names()}
+    by_name = dict(amounts)
     for name, slices, memory in backed:
-        if by_name.get(name):
+        if by_name.get(name) and name not in counted:
             _add_backed(vector, name, by_name[name], slices, memory, settings)
     return vector
+
+
+def _add_family(
+    vector: _Vector,
+    family: vendors.Family,
+    parts: Mapping[vendors.Part, int],
+    settings: QuotaSettings,
+    single_mig: tuple[int, int] | None,
+) -> None:
+    """One vendor family's asks in one container: MIG single-strategy slices, a share of memory
+    or compute on each device (HAMi's shape), or whole devices (or replicas, where configured)."""
+    count = parts.get("count", 0)
+    if family is vendors.NVIDIA and single_mig is not None and count:
+        _add_slices(vector, family.count, count, single_mig, settings)
+    elif parts.keys() - {"count"}:
+        _add_share(vector, family, parts, settings)
+    elif count:
+        _add_share_or_whole(vector, family.count, count, settings)
+
+
+def _add_mig(
+    vector: _Vector, name: str, count: int, profile: gpu.MigProfile, settings: QuotaSettings
+) -> None:
+    """A MIG slice; a `.shared` slice is one of the replicas the device plugin time-slices it into,
+    counted as 1/replicas of the slice where sharedReplicas names it, else as the whole slice."""
+    _add_slices(vector, name, count, (profile.slices, profile.memory_mib), settings)
+    replicas = settings.replicas(name) if profile.shared else None
+    if replicas:
+        for dimension in (_GPUS, _MEMORY):
+            vector[(dimension, name)] /= replicas
 
 
 def _add_slices(
@@ -339,31 +371,33 @@ def _add_share_or_whole(vector: _Vector, name: str, count: int, settings: QuotaS
         vector[(_MEMORY, name)] = count * share * settings.card_memory_mib
 
 
-def _is_hami(by_name: Mapping[str, int]) -> bool:
-    return any(name in by_name for name in (gpu.HAMI_MEMORY, gpu.HAMI_MEMORY_PERCENT, gpu.HAMI_CORES))
-
-
-def _add_hami(vector: _Vector, by_name: Mapping[str, int], settings: QuotaSettings) -> None:
-    """HAMi asks per GPU: gpumem MiB (or a percentage of the card) and gpucores percent, times the count."""
-    count = by_name.get(gpu.GPU) or settings.hami_default_gpus
+def _add_share(
+    vector: _Vector, family: vendors.Family, parts: Mapping[vendors.Part, int], settings: QuotaSettings
+) -> None:
+    """A share on each of `count` devices: memory (in the family's unit, or a percentage of the
+    card) and compute percent, as HAMi, Volcano's vGPU and gpushare ask (HAMi
+    pkg/device/nvidia/device.go, volcano-vgpu-device-plugin pkg/plugin/vgpu/util). Without a
+    count, the device plugin gives one device (HAMi's defaultGPUNum)."""
+    count = parts.get("count") or settings.hami_default_gpus
     card = settings.card_memory_mib
     memory: Fraction | None = None
-    if gpu.HAMI_MEMORY in by_name:
-        memory = Fraction(by_name[gpu.HAMI_MEMORY])
-    elif gpu.HAMI_MEMORY_PERCENT in by_name and card:
-        memory = Fraction(by_name[gpu.HAMI_MEMORY_PERCENT] * card, 100)
+    if "memory" in parts:
+        memory = parts["memory"] * family.memory_mib
+    elif "percent" in parts and card:
+        memory = Fraction(parts["percent"] * card, 100)
     elif card:
         memory = Fraction(card)
     if memory is not None and card:
         share = min(memory / card, Fraction(1))
-    elif gpu.HAMI_CORES in by_name:
-        share = min(Fraction(by_name[gpu.HAMI_CORES], 100), Fraction(1))
+    elif "cores" in parts:
+        share = min(Fraction(parts["cores"], 100), Fraction(1))
     else:
         share = Fraction(1)
-    vector[(_GPUS, gpu.GPU)] = count * share
-    vector[(_DEVICES, gpu.GPU)] = Fraction(count)
+    key = family.count or family.memory
+    vector[(_GPUS, key)] = count * share
+    vector[(_DEVICES, key)] = Fraction(count)
     if memory is not None:
-        vector[(_MEMORY, gpu.GPU)] = count * memory
+        vector[(_MEMORY, key)] = count * memory
 
 
 def _kai_vector(kai: KaiRequest, settings: QuotaSettings) -> _Vector:
@@ -440,6 +474,8 @@ def _kai_request(annotations: Mapping[str, Any]) -> KaiRequest | None:
     fraction_text = annotations.get(gpu.KAI_FRACTION)
     memory_text = annotations.get(gpu.KAI_MEMORY)
     if fraction_text is None and memory_text is None:
+        if gpu.KAI_NUM_DEVICES in annotations:  # KAI's binder refuses it; never a pod without GPUs
+            raise QuotaInputError(kai.problem(annotations, ()) or f"annotation {gpu.KAI_NUM_DEVICES} alone")
         return None
     devices = _whole(annotations.get(gpu.KAI_NUM_DEVICES, "1"), gpu.KAI_NUM_DEVICES)
     if devices < 1:
@@ -453,12 +489,15 @@ def _kai_request(annotations: Mapping[str, Any]) -> KaiRequest | None:
 
 
 def _fraction(text: object) -> Fraction:
-    if not isinstance(text, str) or not text or not _FRACTION.match(text.strip()):
-        raise QuotaInputError(f"annotation {gpu.KAI_FRACTION} must be a decimal in (0, 1], got {_show(text)}")
-    value = Fraction(text.strip())
-    if not 0 < value <= 1:
-        raise QuotaInputError(f"annotation {gpu.KAI_FRACTION} must be in (0, 1], got {_show(text)}")
-    return value
+    """KAI reads the fraction with Go's strconv.ParseFloat and takes 0 < f < 1
+    (gpu_request_validator.go), so "5e-1" and ".5" are the same half a GPU as "0.5"."""
+    value = kai.parse_go_float(text.strip()) if isinstance(text, str) else None
+    if value is None or math.isnan(value):
+        raise QuotaInputError(f"annotation {gpu.KAI_FRACTION} must be a number in (0, 1), got {_show(text)}")
+    if not 0 < value < 1:
+        raise QuotaInputError(f"annotation {gpu.KAI_FRACTION} must be in (0, 1), got {_show(text)}")
+    assert isinstance(text, str)
+    return Fraction(text.strip()) if kai.is_decimal(text.strip()) else Fraction(value)
 
 
 def _whole(text: object, what: str) -> int:

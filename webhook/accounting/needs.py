@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from webhook import quantity
-from webhook.errors import AdmissionDenied
 from webhook.accounting.target import PodTarget
+from webhook.errors import AdmissionDenied
 
 PREFIX = "gpuwebhook.io/"
 MEMORY = PREFIX + "gpu-memory"

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook import gpu, kubeversion
+from webhook import kubeversion
+from webhook.accounting import names
+from webhook.accounting.target import PodTarget
 from webhook.errors import AdmissionDenied
 from webhook.mutation import resources
 from webhook.mutation.context import MutationContext
 from webhook.mutation.sharing import KAI_CONTAINER
-from webhook.accounting.target import PodTarget
-from webhook.policy.model import Checkpoint
+from webhook.sharing_policy import Checkpoint
 
 NAME = "gpuwebhook-checkpoint"
 DIR_ENV = "CHECKPOINT_DIR"
@@ -110,7 +111,7 @@ def _gpu_containers(target: PodTarget, context: MutationContext) -> list[dict[st
     found = [c for _, c in target.containers() if c.get("name") != NAME]
     app = [c for c in target.spec.get("containers") or [] if c.get("name") != NAME]
     kai_name = target.annotations.get(KAI_CONTAINER) or (app[0].get("name") if app else None)
-    kai_pod = any(k in target.annotations for k in (gpu.KAI_FRACTION, gpu.KAI_MEMORY))
+    kai_pod = names.asks_kai_share(target.annotations)
     return [
         c
         for c in found

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.kubeversion import Version
 from webhook.accounting.needs import PodNeeds
-from webhook.policy.model import SharingPolicy
-from webhook.utilization.capacity import CapacityView
+from webhook.capacity import CapacityView
+from webhook.kubeversion import Version
+from webhook.sharing_policy import SharingPolicy
 
 
 @dataclass

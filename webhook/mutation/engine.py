@@ -19,21 +19,21 @@ from typing import Any
 
 import orjson
 
+from webhook.accounting.needs import APPLIED, read_needs
+from webhook.accounting.target import PodTarget, pod_target
+from webhook.capacity import CapacityView
+from webhook.fields import mapping
 from webhook.kubeversion import Version
 from webhook.mutation import hints, inject
 from webhook.mutation.checkpoint import checkpoint
 from webhook.mutation.context import MutationContext
 from webhook.mutation.diff import diff
-from webhook.fields import mapping
 from webhook.mutation.leftovers import hami_leftovers, kai_leftovers
-from webhook.accounting.needs import APPLIED, read_needs
 from webhook.mutation.shape import check_pod_shape
 from webhook.mutation.sharing import REWRITES
-from webhook.accounting.target import PodTarget, pod_target
 from webhook.mutation.void import void_devices
-from webhook.policy.model import SharingPolicy
+from webhook.sharing_policy import SharingPolicy
 from webhook.types import KubeObject, PatchOperation
-from webhook.utilization.capacity import CapacityView
 
 Mutator = Callable[[PodTarget, MutationContext], bool]
 # The order is the dependency order: placement hints read the required affinity and the

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook import gpu, quantity
-from webhook.mutation.context import MutationContext
-from webhook.fields import mapping, sequence
-from webhook.mutation.node_terms import HOSTNAME, admits, node_facts
-from webhook.mutation.resources import sections
+from webhook import gpu
+from webhook.accounting import names
+from webhook.accounting.count import count_gpus
 from webhook.accounting.target import PodTarget
-from webhook.utilization.capacity import MIG, SHARED, WHOLE, NodeCapacity
+from webhook.capacity import MIG, SHARED, WHOLE, NodeCapacity
+from webhook.fields import mapping, sequence
+from webhook.mutation.context import MutationContext
+from webhook.mutation.node_terms import HOSTNAME, admits, node_facts
 
 HINTS_ANNOTATION = "gpuwebhook.io/placement-hints"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
@@ -57,33 +58,15 @@ def requested_kind(
         return MIG + mig[0].removeprefix(gpu.MIG_PREFIX), demand[mig[0]]
     if mode == "exclusive":
         return (WHOLE, demand[gpu.GPU]) if demand.get(gpu.GPU) else None
-    kai = gpu.KAI_FRACTION in target.annotations or gpu.KAI_MEMORY in target.annotations
+    kai = names.asks_kai_share(target.annotations)
     return (SHARED, 1) if demand or kai else None
 
 
 def pod_demand(target: PodTarget, shared_names: tuple[str, ...] = ()) -> dict[str, int]:
-    """Per GPU resource, the larger of the app containers' sum and any one init container's."""
-    totals: dict[str, int] = {}
-    peaks: dict[str, int] = {}
-    for list_name, container in target.containers():
-        for name, count in _gpu_counts(container, shared_names).items():
-            if list_name == "containers" or container.get("restartPolicy") == "Always":
-                totals[name] = totals.get(name, 0) + count
-            else:
-                peaks[name] = max(peaks.get(name, 0), count)
-    return {name: max(totals.get(name, 0), peaks.get(name, 0)) for name in {*totals, *peaks}}
-
-
-def _gpu_counts(container: dict[str, Any], shared_names: tuple[str, ...]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for values in sections(container).values():
-        for name, value in values.items():
-            if gpu.is_gpu_resource(name, shared_names):
-                try:
-                    counts[name] = max(counts.get(name, 0), quantity.parse_count(value, name))
-                except quantity.QuantityError:
-                    continue  # the validating checks deny it; a hint need not
-    return counts
+    """Per accelerator resource, what the scheduler reserves: the one count every rule uses
+    (native sidecars add to the init containers that start after them)."""
+    count = count_gpus(target.pod)
+    return {name: n for name, n in count.resources.items() if names.is_accelerator(name, shared_names)}
 
 
 def _admitted(target: PodTarget, node: NodeCapacity) -> bool:

@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook import gpu
-from webhook.mutation.context import MutationContext
-from webhook.fields import mapping, sequence
-from webhook.mutation.sharing import MODE_SCHEDULERS
 from webhook.accounting.target import PodTarget
+from webhook.fields import mapping, sequence
+from webhook.mutation.context import MutationContext
+from webhook.mutation.sharing import MODE_SCHEDULERS
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"

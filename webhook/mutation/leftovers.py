@@ -21,15 +21,16 @@ from dataclasses import replace
 from typing import Any
 
 from webhook import gpu, quantity
+from webhook.accounting import kai as kai_rules
+from webhook.accounting import names
+from webhook.accounting.needs import CORES, MEMORY
+from webhook.accounting.target import PodTarget
 from webhook.errors import AdmissionDenied
+from webhook.fields import mapping
 from webhook.mutation import resources
 from webhook.mutation.context import MutationContext
-from webhook.fields import mapping
-from webhook.accounting.needs import CORES, MEMORY
 from webhook.mutation.sharing import KAI_CONTAINER, MODE_SCHEDULERS
-from webhook.accounting.target import PodTarget
 from webhook.quantity import format_mib
-from webhook.validation import kai as kai_rules
 
 HAMI_RESOURCES = (gpu.HAMI_MEMORY, gpu.HAMI_MEMORY_PERCENT, gpu.HAMI_CORES)
 TRANSLATED_MODES = ("mig", "kai")
@@ -150,7 +151,7 @@ def kai_leftovers(target: PodTarget, context: MutationContext) -> bool:
         # A pod that keeps kai-scheduler asks KAI on purpose: /validate refuses its fraction
         # where the policy shares GPUs another way (gpu-builtin/sharing-enforced).
         return False
-    if gpu.KAI_FRACTION not in annotations and gpu.KAI_MEMORY not in annotations:
+    if not names.asks_kai_share(annotations):
         return False
     if any(key in context.policy.inject.annotations for key in KAI_ANNOTATIONS):
         return False  # the policy writes them itself: they are its choice, not a leftover

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from webhook import gpu, quantity
+from webhook.accounting import names
 from webhook.errors import AdmissionDenied
 from webhook.fields import mapping
 
@@ -83,12 +85,22 @@ def drop(container: dict[str, Any], name: str) -> bool:
 
 
 def uses_gpu(container: dict[str, Any], shared_names: tuple[str, ...] = ()) -> bool:
+    """Any accelerator resource, from any vendor's device plugin."""
+    return _any_name(container, lambda name: names.is_accelerator(name, shared_names))
+
+
+def uses_nvidia_gpu(container: dict[str, Any], shared_names: tuple[str, ...] = ()) -> bool:
+    """A resource whose device plugin gives the container an NVIDIA GPU (and its environment)."""
+    return _any_name(container, lambda name: names.gives_nvidia_gpu(name) or name in shared_names)
+
+
+def _any_name(container: dict[str, Any], test: Callable[[str], bool]) -> bool:
     # Asked of every container of every review (is_gpu_pod, the checkpoint): no dict of sections here.
     resources = container.get("resources")
     if not isinstance(resources, dict):
         return False
     for section in SECTIONS:
         values = resources.get(section)
-        if isinstance(values, dict) and any(gpu.is_gpu_resource(name, shared_names) for name in values):
+        if isinstance(values, dict) and any(isinstance(name, str) and test(name) for name in values):
             return True
     return False

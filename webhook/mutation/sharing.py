@@ -6,13 +6,14 @@ from collections.abc import Callable
 from typing import Any
 
 from webhook import gpu
-from webhook.dra import templates
-from webhook.errors import AdmissionDenied
-from webhook.mutation import mig_nodes, resources
-from webhook.mutation.context import MutationContext
-from webhook.fields import mapping
+from webhook.accounting import names
 from webhook.accounting.needs import CORES as CORES_ANNOTATION
 from webhook.accounting.target import PodTarget
+from webhook.dra import templates
+from webhook.errors import AdmissionDenied
+from webhook.fields import mapping
+from webhook.mutation import mig_nodes, resources
+from webhook.mutation.context import MutationContext
 from webhook.quantity import format_mib
 
 Rewrite = Callable[[PodTarget, MutationContext], bool]
@@ -193,9 +194,9 @@ def kai(target: PodTarget, context: MutationContext) -> bool:
     if not asks:
         return False
     if len(asks) > 1:
-        names = ", ".join(repr(c.get("name", "?")) for _, c, _ in asks)
+        which = ", ".join(repr(c.get("name", "?")) for _, c, _ in asks)
         raise AdmissionDenied(
-            f"{target.describe()}: KAI gives a GPU fraction to one container, but {names} ask for GPUs"
+            f"{target.describe()}: KAI gives a GPU fraction to one container, but {which} ask for GPUs"
         )
     list_name, container, ask = asks[0]
     share = _kai_share(context)
@@ -203,7 +204,7 @@ def kai(target: PodTarget, context: MutationContext) -> bool:
         context.warn("the asked memory is a whole GPU, so it is left as nvidia.com/gpu")
         return False
     annotations = mapping(target.metadata, "annotations")
-    if gpu.KAI_FRACTION not in annotations and gpu.KAI_MEMORY not in annotations:
+    if not names.asks_kai_share(annotations):
         annotations.update(share)
     if ask.count > 1:
         annotations[gpu.KAI_NUM_DEVICES] = str(ask.count)

@@ -1,4 +1,4 @@
-"""NVIDIA_VISIBLE_DEVICES=void for every container of a Pod that gets no GPU. Pure.
+"""NVIDIA_VISIBLE_DEVICES=void for every container of a Pod that gets no NVIDIA GPU. Pure.
 
 Every CUDA base image sets `ENV NVIDIA_VISIBLE_DEVICES=all`, and the NVIDIA container
 toolkit reads an image with `CUDA_VERSION` alone as `all` too (nvidia-container-toolkit
@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from webhook import gpu
+from webhook.accounting import names
+from webhook.accounting.target import PodTarget
 from webhook.mutation import resources
 from webhook.mutation.context import MutationContext
-from webhook.accounting.target import PodTarget
 from webhook.types import PatchOperation
 
 VARIABLE = "NVIDIA_VISIBLE_DEVICES"
@@ -65,7 +65,9 @@ def containers_without_gpus(
 
 
 def _gets_gpu(container: dict[str, Any], shared_names: tuple[str, ...], gpu_pod: bool) -> bool:
-    if gpu_pod and resources.uses_gpu(container, shared_names):
+    """An NVIDIA GPU from a device plugin (NVIDIA's, HAMi's, Volcano's vGPU, gpushare: each sets
+    the variable itself, and `void` in the pod's env would override it), or a DRA claim."""
+    if gpu_pod and resources.uses_nvidia_gpu(container, shared_names):
         return True
     section = container.get("resources")
     # A DRA claim: its devices reach the container through CDI, not through this variable.
@@ -80,7 +82,7 @@ def _kai_container(pod: dict[str, Any]) -> Callable[[str, int, dict[str, Any]], 
     annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
     if not isinstance(annotations, dict):
         return _never
-    if gpu.KAI_FRACTION not in annotations and gpu.KAI_MEMORY not in annotations:
+    if not names.asks_kai_share(annotations):
         return _never
     named = annotations.get(KAI_CONTAINER)
     if isinstance(named, str):

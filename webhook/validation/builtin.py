@@ -8,17 +8,17 @@ failurePolicy Ignore, or an object created before the policy).
 from __future__ import annotations
 
 from webhook import gpu, quantity
+from webhook.accounting import kai
 from webhook.accounting.count import GpuCount
+from webhook.accounting.needs import read_needs
+from webhook.accounting.target import PodTarget
 from webhook.decision import Finding
 from webhook.errors import AdmissionDenied
 from webhook.mutation import resources
 from webhook.mutation.context import MutationContext
 from webhook.mutation.engine import clone
-from webhook.accounting.needs import read_needs
 from webhook.mutation.sharing import REWRITES, gpu_containers
-from webhook.accounting.target import PodTarget
-from webhook.policy.model import SharingPolicy
-from webhook.validation import kai
+from webhook.sharing_policy import SharingPolicy
 from webhook.validation.limits import sharing_limits
 
 QUANTITIES = "gpu-builtin/quantities"

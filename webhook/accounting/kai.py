@@ -81,6 +81,11 @@ def parse_go_float(text: str) -> float | None:
     return None if math.isinf(value) else value  # "1e400": Go's ErrRange
 
 
+def is_decimal(text: str) -> bool:
+    """Plain decimal notation (with an exponent or not), which Python's Fraction reads exactly."""
+    return bool(_GO_DECIMAL.fullmatch(text))
+
+
 def _proper_fraction(text: str) -> bool:
     value = parse_go_float(text)
     # As in Go: NaN compares false both ways, so KAI lets it through.

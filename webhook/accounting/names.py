@@ -1,0 +1,54 @@
+"""What a resource name or annotation stands for: the one place that reads GPU names. Pure.
+
+Every rule asks here, so that a name one rule counts is a name every rule counts:
+NVIDIA's device plugin names (whole GPUs, replicas, MIG slices and their `.shared`
+replicas), and every family of the vendor catalog (webhook/vendors.py).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from webhook import gpu, vendors
+
+# What asks KAI for a share of a GPU (KAI-Scheduler pkg/common/constants/constants.go).
+KAI_ANNOTATIONS = gpu.KAI_ANNOTATIONS
+
+
+@functools.lru_cache(maxsize=4096)
+def _known(name: str) -> bool:
+    return name == gpu.SHARED_GPU or name.startswith(gpu.MIG_PREFIX) or vendors.family_of(name) is not None
+
+
+def is_accelerator(name: str, extra: Iterable[str] = ()) -> bool:
+    """A resource that gives a container accelerator devices (or a share of one); `extra` are
+    names a cluster adds (a policy's shared resource name, `extraGpuResources`)."""
+    return _known(name) or name in extra
+
+
+@functools.lru_cache(maxsize=4096)
+def gives_nvidia_gpu(name: str) -> bool:
+    """A resource whose device plugin hands the container an NVIDIA GPU with its own
+    NVIDIA_VISIBLE_DEVICES: NVIDIA's own names, HAMi's, Volcano's vGPU and gpushare's."""
+    if name == gpu.SHARED_GPU or name.startswith(gpu.MIG_PREFIX):
+        return True
+    found = vendors.family_of(name)
+    return found is not None and found[0].nvidia_runtime
+
+
+def vendor(name: str) -> str | None:
+    if name == gpu.SHARED_GPU or name.startswith(gpu.MIG_PREFIX):
+        return "nvidia"
+    return vendors.vendor_of(name)
+
+
+def asks_kai(annotations: Mapping[str, Any]) -> bool:
+    """KAI's fraction annotations; `gpu-fraction-num-devices` alone is a GPU ask too (one KAI refuses)."""
+    return any(key in annotations for key in KAI_ANNOTATIONS)
+
+
+def asks_kai_share(annotations: Mapping[str, Any]) -> bool:
+    """A fraction or a memory size: the annotations that make KAI give a container a GPU share."""
+    return gpu.KAI_FRACTION in annotations or gpu.KAI_MEMORY in annotations

@@ -44,9 +44,8 @@ def cpu_pod() -> dict[str, Any]:
 
 def mutated(obj: dict[str, Any]) -> dict[str, Any]:
     """The pod as kube-apiserver stores it after our /mutate, with the benchmark's sharing policies."""
-    from webhook.commands.common import offline_deps
     from webhook.inventory import EMPTY
-    from webhook.offline import Identity, request_for, run
+    from webhook.offline import Identity, offline_deps, request_for, run
 
     deps = offline_deps(BENCH_POLICIES, EMPTY)
     return dict(run(request_for(obj, namespace=None, identity=Identity()), deps).object)

@@ -13,6 +13,7 @@ from typing import Any, NoReturn, cast
 from webhook import __version__, certs, kubeversion, manifests
 from webhook.audit.commands import add_audit_commands, add_audit_serve_options, audit_settings
 from webhook.commands import advise, dra, policies, probe, review, scan, test
+from webhook.commands.quota import add_quota_commands
 from webhook.config import (
     DEFAULT_MAX_STALENESS_SECONDS,
     DEFAULT_NAMESPACE,
@@ -23,7 +24,6 @@ from webhook.config import (
     Settings,
 )
 from webhook.errors import ConfigError, WebhookError
-from webhook.quota.commands import add_quota_commands
 from webhook.utilization.options import add_serve_options, serve_settings
 
 ENV_PREFIX = "GPU_WEBHOOK_"

@@ -26,12 +26,12 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.watch.watch import iter_resp_lines
 
+from webhook import lease
 from webhook.cache import NAMESPACES, NODES, PODS
 from webhook.dra.index import CLAIMS, CLASSES, TEMPLATES
 from webhook.errors import ClusterError, ConfigError, Conflict, ResourceExpired
 from webhook.informer import Page
 from webhook.quota.ledger import StoredLedger
-from webhook.scan import lease
 
 DEFAULT_KUBECONFIG = Path("~/.kube/config")
 CONNECT_SECONDS = 5.0

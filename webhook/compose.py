@@ -17,16 +17,16 @@ from webhook.clusterstate import ClusterState, build_cluster_state
 from webhook.config import Settings
 from webhook.decision import Decision
 from webhook.dra import templates
-from webhook.dra.keeper import KeeperLoop
 from webhook.dra.served import unserved
-from webhook.dra.setup import build_template_keeper
 from webhook.gatekeeper_data import namespace_inventory, static_inventory
+from webhook.gauges import register_quota_gauges
+from webhook.keeper.loop import KeeperLoop
+from webhook.keeper.setup import build_template_keeper
 from webhook.match import glob_matches
 from webhook.metrics import Metrics
 from webhook.policy.loader import EngineFactory, regopy_engine
 from webhook.policy.store import PolicyStore
 from webhook.policy.watch import PolicyWatcher
-from webhook.quota.gauges import register_quota_gauges
 from webhook.review import ReviewDeps, ReviewSettings, review
 from webhook.scan.periodic import PeriodicScan
 from webhook.scan.setup import build_periodic_scan

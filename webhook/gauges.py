@@ -6,11 +6,11 @@ from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 
 from webhook import quantity
+from webhook.accounting.usage import GPU_MEMORY
 from webhook.clusterstate import ClusterState
 from webhook.metrics import Metrics
 from webhook.quota.policy import GPUQuota
 from webhook.quota.status import StatusRow, status_rows
-from webhook.accounting.usage import GPU_MEMORY
 
 LABELS = ("namespace", "quota", "resource")
 Sample = tuple[Sequence[str], float]

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from webhook.errors import ClusterError, Conflict
-from webhook.scan.lease import LeaseSpec, StoredLease
+from webhook.lease import LeaseSpec, StoredLease
 
 log = logging.getLogger("webhook.scan")
 LEASE_NAME = "gpu-webhook-scan"

@@ -8,12 +8,18 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
 import jsonpatch
 
+from webhook import kubeversion
 from webhook.admission import check_request
 from webhook.decision import Decision
+from webhook.inventory import Inventory, cache_from
+from webhook.policy.loader import load_directory
+from webhook.policy.model import PolicySet
+from webhook.quota.gate import LocalGate, LookOnlyGate
 from webhook.review import ReviewDeps, review
 from webhook.types import ADMISSION_API_VERSION, ADMISSION_KIND, AdmissionRequest, KubeObject, PatchOperation
 
@@ -161,4 +167,23 @@ def _outcome(
         submitted=original,
         mutation=mutation,
         validation=validation,
+    )
+
+
+def offline_deps(
+    policies: PolicySet | Path,
+    inventory: Inventory,
+    kubernetes_version: kubeversion.Version | None = None,
+    gpu_classes: tuple[str, ...] = (),
+) -> ReviewDeps:
+    """What review() reads offline: the policies, and the inventory as the cluster's state;
+    `gpu_classes`: DRA device classes counted as GPUs besides NVIDIA's."""
+    cache = cache_from(inventory, gpu_classes=gpu_classes)
+    return ReviewDeps(
+        policies=policies if isinstance(policies, PolicySet) else load_directory(policies),
+        namespace_labels=cache.namespace_labels,
+        quota_gate=LookOnlyGate(LocalGate(cache)),
+        kubernetes_version=kubernetes_version,
+        dra=cache.dra(),
+        allocatable=cache.allocatable,
     )

@@ -14,11 +14,10 @@ from typing import Any
 
 import jsonpointer
 
-from webhook.commands.common import offline_deps
 from webhook.errors import ConfigError, PolicyError, WebhookError
 from webhook.inventory import EMPTY, Inventory, load_inventory
 from webhook.objects import read_objects
-from webhook.offline import Identity, Outcome, request_for, run
+from webhook.offline import Identity, Outcome, offline_deps, request_for, run
 from webhook.policy.loader import load_directory
 from webhook.policy.model import PolicySet
 from webhook.policy.schemas import GROUP_VERSION, POLICY_TEST

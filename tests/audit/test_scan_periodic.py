@@ -13,8 +13,8 @@ from typing import cast
 import pytest
 
 from webhook.errors import ClusterError
+from webhook.leader import LeaseElector, Timing
 from webhook.metrics import Metrics
-from webhook.scan.leader import LeaseElector, Timing
 from webhook.scan.periodic import PeriodicScan, ScanJob, register_scan_gauges
 from webhook.scan.run import ScanSummary
 from webhook.scan.stream import ScanOutcome

@@ -18,17 +18,17 @@ from tests.support.pods import namespace
 from tests.support.policies import sharing_policy
 from tests.support.schema import assert_valid
 from tests.support.server import start_server
+from webhook.accounting.demand import DEFAULT_SETTINGS
 from webhook.cache import KINDS, ClusterCache
 from webhook.cluster import PAGE_SIZE, Connection, LeaseStore, TemplateStore
 from webhook.clusterstate import ClusterState
 from webhook.dra import sync, templates
 from webhook.dra.index import DRA_KINDS
-from webhook.dra.keeper import LEASE_NAME, KeeperLoop, TemplateKeeper
-from webhook.dra.setup import fingerprint_of, world_of
+from webhook.keeper.loop import LEASE_NAME, KeeperLoop, TemplateKeeper
+from webhook.keeper.setup import fingerprint_of, world_of
+from webhook.leader import LeaseElector, Timing
 from webhook.policy.model import PolicySet
-from webhook.accounting.demand import DEFAULT_SETTINGS
 from webhook.quota.gate import LocalGate
-from webhook.scan.leader import LeaseElector, Timing
 
 EXEMPT = ("kube-system",)
 SLICED = sharing_policy(

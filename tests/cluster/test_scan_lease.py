@@ -11,8 +11,8 @@ import pytest
 
 from tests.support.fakekube import FakeKube
 from webhook.cluster import Connection, LeaseStore
-from webhook.scan.leader import LEASE_NAME, Leadership, LeaseElector, Timing
-from webhook.scan.lease import LeaseSpec, StoredLease, from_wire, micro_time
+from webhook.leader import LEASE_NAME, Leadership, LeaseElector, Timing
+from webhook.lease import LeaseSpec, StoredLease, from_wire, micro_time
 
 NAMESPACE = "gpu-system"
 TIMING = Timing(lease_seconds=15, renew_deadline=10, retry_seconds=2)

@@ -16,8 +16,8 @@ from tests.support.fakekube import FakeKube
 from tests.support.server import ServerProcess, start_server
 from tests.support.workloads import CANARIES, CASES, ESCAPES, SKIPPED, namespace
 from webhook.cluster import Connection, lister
+from webhook.leader import LEASE_NAME
 from webhook.scan.kinds import BY_KIND
-from webhook.scan.leader import LEASE_NAME
 from webhook.scan.sources import from_cluster
 
 SECURITY = BUNDLED_POLICIES / "security"

@@ -16,8 +16,8 @@ from tests.conftest import BUNDLED_POLICIES
 from tests.dra.objects import NS, claim, pod, request, template
 from tests.support.dispatch import Dispatcher, Request, installed
 from tests.support.schema import assert_valid
-from webhook.commands.common import offline_deps
 from webhook.inventory import Inventory
+from webhook.offline import offline_deps
 from webhook.policy.loader import load_directory
 from webhook.quota.policy import parse_quota
 

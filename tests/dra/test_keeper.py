@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from tests.support.policies import sharing_policy
-from webhook.dra.keeper import KeeperLoop, TemplateKeeper, World
 from webhook.errors import ClusterError, Conflict
+from webhook.keeper.loop import KeeperLoop, TemplateKeeper, World
 from webhook.policy.model import PolicySet
 
 POLICY = sharing_policy("match: {namespaces: [team-*]}\nsharing: {mode: dra, maxGpusPerPod: 4}", name="whole")

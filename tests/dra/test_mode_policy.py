@@ -14,7 +14,7 @@ import pytest
 from tests.support.policies import sharing_policy
 from webhook.errors import PolicyError
 from webhook.policy.loader import load_directory
-from webhook.policy.model import Dra
+from webhook.sharing_policy import Dra
 
 HEADER = "apiVersion: gpuwebhook.io/v1alpha1\nkind: GPUSharingPolicy\nmetadata:\n  name: p\nspec:\n"
 

@@ -14,11 +14,11 @@ import pytest
 from tests.mutation.test_modes import gpus, pod
 from tests.support.policies import sharing_policy
 from tests.support.schema import assert_valid
+from webhook.accounting.target import PodTarget
 from webhook.dra import templates
 from webhook.errors import AdmissionDenied
 from webhook.mutation.engine import mutate_object
-from webhook.accounting.target import PodTarget
-from webhook.policy.model import SharingPolicy
+from webhook.sharing_policy import SharingPolicy
 from webhook.validation import builtin
 
 EXCLUSIVE = sharing_policy("sharing: {mode: dra}", name="dra-whole")

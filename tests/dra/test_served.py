@@ -13,9 +13,9 @@ from tests.dra.objects import device_class
 from tests.support.reviews import make_review
 from tests.support.schema import assert_valid
 from tests.support.server import start_server
-from webhook.commands.common import offline_deps
 from webhook.dra.served import allocatable_names, unserved
 from webhook.inventory import Inventory
+from webhook.offline import offline_deps
 from webhook.review import review
 
 NAMESPACE = "example-timeslice"  # policies/examples/timeslice.yaml rewrites to nvidia.com/gpu.shared

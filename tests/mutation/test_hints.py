@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 from tests.mutation.test_properties import POLICIES, pods
 from tests.support.policies import sharing_policy
 from tests.support.schema import assert_valid
+from webhook.capacity import CapacitySnapshot, CapacityView, NodeCapacity
 from webhook.errors import AdmissionDenied
 from webhook.mutation.engine import mutate_object
 from webhook.mutation.hints import HINTS_ANNOTATION
-from webhook.policy.model import PreferUnderutilized, SharingPolicy
-from webhook.utilization.capacity import CapacitySnapshot, CapacityView, NodeCapacity
+from webhook.sharing_policy import PreferUnderutilized, SharingPolicy
 
 NOW = 1_800_000_000.0
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"

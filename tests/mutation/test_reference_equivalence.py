@@ -27,15 +27,15 @@ from hypothesis import strategies as st
 from tests.mutation.test_hints import view
 from tests.mutation.test_properties import POLICIES, pods
 from tests.support.policies import sharing_policy
+from webhook.accounting.needs import PodNeeds, read_needs
+from webhook.accounting.target import PodTarget, pod_target
+from webhook.capacity import CapacityView
 from webhook.errors import AdmissionDenied
 from webhook.mutation import inject
 from webhook.mutation.checkpoint import checkpoint
 from webhook.mutation.context import MutationContext
 from webhook.mutation.engine import Mutator, mutate_object, mutators
-from webhook.accounting.needs import PodNeeds, read_needs
-from webhook.accounting.target import PodTarget, pod_target
-from webhook.policy.model import SharingPolicy
-from webhook.utilization.capacity import CapacityView
+from webhook.sharing_policy import SharingPolicy
 
 SHARING = {
     "exclusive": "{mode: exclusive}",

@@ -8,7 +8,7 @@ import pytest
 
 from webhook.errors import PolicyError
 from webhook.policy.loader import load_directory
-from webhook.policy.model import PreferUnderutilized
+from webhook.sharing_policy import PreferUnderutilized
 
 HEADER = "apiVersion: gpuwebhook.io/v1alpha1\nkind: GPUSharingPolicy\nmetadata:\n  name: p\nspec:\n"
 SHARING = "  sharing: {mode: timeslice}\n"

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tests.support.pods import gpu_pod, make_pod, res, sidecar
-from webhook.quota.files import load_quotas
+from webhook.policy.quota_files import load_quotas
 
 POLICIES = """\
 apiVersion: gpuwebhook.io/v1alpha1

@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.pods import quota_doc
 from webhook.errors import PolicyError
-from webhook.quota.files import load_quotas, quotas_from_text
+from webhook.policy.quota_files import load_quotas, quotas_from_text
 from webhook.quota.policy import parse_quota
 
 GOOD = """\

@@ -13,10 +13,10 @@ import yaml
 from tests.support.cli import gpu_webhook
 from tests.support.pods import gpu_pod, make_pod, namespace, quota, quota_doc, res
 from webhook.clusterstate import ClusterState
+from webhook.gauges import register_quota_gauges
 from webhook.inventory import cache_from, parse_inventory
 from webhook.metrics import Metrics
 from webhook.quota.gate import LocalGate
-from webhook.quota.gauges import register_quota_gauges
 from webhook.quota.status import bar, render_table, status_rows
 
 EXISTING = [

@@ -7,8 +7,9 @@ from pathlib import Path
 import yaml
 
 from webhook.policy.loader import compile_documents, load_directory
-from webhook.policy.model import PolicySet, SharingPolicy
+from webhook.policy.model import PolicySet
 from webhook.policy.source import parse_documents
+from webhook.sharing_policy import SharingPolicy
 
 EXAMPLE_POLICIES = Path(__file__).resolve().parents[2] / "policies" / "examples"
 

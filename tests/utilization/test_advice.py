@@ -14,7 +14,7 @@ from tests.support.pods import gpu_pod
 from tests.utilization.rows import A100_40, A100_80, H100_80, T4, row
 from webhook.mutation.engine import mutate_object
 from webhook.policy.loader import load_directory
-from webhook.policy.model import SharingMode
+from webhook.sharing_policy import SharingMode
 from webhook.utilization import analysis
 from webhook.utilization.advice import Capabilities, fit
 from webhook.utilization.analysis import Thresholds

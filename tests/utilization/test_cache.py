@@ -9,10 +9,10 @@ import queue
 import pytest
 
 from tests.utilization.conftest import Fleet
+from webhook.capacity import CapacitySnapshot, NodeCapacity
 from webhook.config import PrometheusSettings, UtilizationSettings
 from webhook.metrics import Metrics
 from webhook.utilization.cache import CapacityCache, build_cache
-from webhook.utilization.capacity import CapacitySnapshot, NodeCapacity
 from webhook.utilization.prometheus import PrometheusError
 
 SNAPSHOT = CapacitySnapshot(1000.0, (NodeCapacity("n1", free_gpus=1),))

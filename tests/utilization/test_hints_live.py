@@ -21,11 +21,11 @@ from tests.support.server import ServerProcess, start_server
 from tests.support.stubhttp import StubServer
 from tests.utilization.conftest import Fleet
 from webhook import certs
+from webhook.capacity import CapacityView
 from webhook.config import PrometheusSettings, UtilizationSettings
 from webhook.metrics import Metrics
 from webhook.review import ReviewDeps, review
 from webhook.utilization.cache import build_cache
-from webhook.utilization.capacity import CapacityView
 
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 H100 = "NVIDIA-H100-80GB-HBM3"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.fakeopa import running
+from webhook.policy import suite
 from webhook.policy.engines import Engine
 from webhook.policy.engines.opa import OpaEngine, OpaSettings
-from webhook.validation import suite
 from webhook.validation.gatekeeper import (
     Constraint,
     ConstraintTemplate,

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from tests.validation import builders as b
-from webhook.validation import suite
+from webhook.policy import suite
 
 REPOS_TEMPLATE = b.template("K8sAllowedRepos", b.ALLOWED_REPOS, libs=(b.IMAGES_LIB,), schema=b.REPOS_SCHEMA)
 UNIQUE_TEMPLATE = b.template("K8sUniqueSelector", b.UNIQUE_SELECTOR)

@@ -10,7 +10,7 @@ import orjson
 
 from webhook.commands.common import read_inventory
 from webhook.errors import ConfigError
-from webhook.policy.model import SharingMode
+from webhook.sharing_policy import SharingMode
 from webhook.utilization import html, render
 from webhook.utilization.advice import DEFAULT_MODES, SHAREABLE_MODES, Capabilities
 from webhook.utilization.analysis import Thresholds

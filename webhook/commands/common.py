@@ -1,4 +1,5 @@
-"""What several offline commands share: building ReviewDeps from a policy directory and an inventory."""
+"""What several offline commands share: the policy options and reading an inventory (the ReviewDeps
+they build come from webhook.offline.offline_deps)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,7 @@ import argparse
 from pathlib import Path
 
 from webhook import kubeversion
-from webhook.inventory import EMPTY, Inventory, cache_from, load_inventory
-from webhook.policy.loader import load_directory
-from webhook.policy.model import PolicySet
-from webhook.quota.gate import LocalGate, LookOnlyGate
-from webhook.review import ReviewDeps
+from webhook.inventory import EMPTY, Inventory, load_inventory
 
 
 def add_policy_options(parser: argparse.ArgumentParser) -> None:
@@ -28,25 +25,6 @@ def _version(text: str) -> kubeversion.Version:
         return kubeversion.parse(text)
     except kubeversion.VersionError as e:
         raise argparse.ArgumentTypeError(str(e)) from e
-
-
-def offline_deps(
-    policies: PolicySet | Path,
-    inventory: Inventory,
-    kubernetes_version: kubeversion.Version | None = None,
-    gpu_classes: tuple[str, ...] = (),
-) -> ReviewDeps:
-    """What review() reads offline: the policies, and the inventory as the cluster's state;
-    `gpu_classes`: DRA device classes counted as GPUs besides NVIDIA's."""
-    cache = cache_from(inventory, gpu_classes=gpu_classes)
-    return ReviewDeps(
-        policies=policies if isinstance(policies, PolicySet) else load_directory(policies),
-        namespace_labels=cache.namespace_labels,
-        quota_gate=LookOnlyGate(LocalGate(cache)),
-        kubernetes_version=kubernetes_version,
-        dra=cache.dra(),
-        allocatable=cache.allocatable,
-    )
 
 
 def read_inventory(path: Path | None) -> Inventory:

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 
 from webhook.config import BUNDLED_POLICIES, Settings
-from webhook.quota.files import load_quotas
+from webhook.policy.quota_files import load_quotas
 from webhook.quota.status import render_table, status_rows
 
 

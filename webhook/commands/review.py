@@ -12,10 +12,10 @@ from typing import Any
 import orjson
 import yaml
 
-from webhook.commands.common import add_policy_options, offline_deps, read_inventory
+from webhook.commands.common import add_policy_options, read_inventory
 from webhook.errors import ConfigError
 from webhook.objects import read_objects
-from webhook.offline import Identity, Outcome, request_for, run
+from webhook.offline import Identity, Outcome, offline_deps, request_for, run
 from webhook.types import KubeObject
 
 GREEN, RED, CYAN, BOLD, RESET = "\033[32m", "\033[31m", "\033[36m", "\033[1m", "\033[0m"

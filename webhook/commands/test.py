@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from webhook.policy import suite as gatekeeper_suite
 from webhook.policytest import run_suite, suites_in
-from webhook.validation import suite as gatekeeper_suite
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from webhook import gpu
 from webhook.dra import devices
 from webhook.dra.index import DraIndex
 from webhook.gpu import MigProfile
-from webhook.policy.model import Dra, SharingPolicy
+from webhook.sharing_policy import Dra, SharingPolicy
 
 API_VERSION = "resource.k8s.io/v1"
 KIND = "ResourceClaimTemplate"

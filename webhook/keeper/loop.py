@@ -22,8 +22,8 @@ from typing import Any, Protocol
 from webhook.dra import sync, templates
 from webhook.dra.index import Key, object_key
 from webhook.errors import ClusterError, Conflict
+from webhook.leader import LeaderLoop, LeaseElector
 from webhook.policy.model import PolicySet
-from webhook.scan.leader import LeaderLoop, LeaseElector
 from webhook.types import KubeObject
 
 log = logging.getLogger("webhook.dra")

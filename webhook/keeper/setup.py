@@ -9,12 +9,12 @@ from prometheus_client import Counter
 from webhook.clusterstate import ClusterState, own_namespace, replica_id
 from webhook.config import Settings
 from webhook.dra import sync
-from webhook.dra.keeper import LEASE_NAME, KeeperLoop, TemplateKeeper, World
 from webhook.errors import ConfigError
+from webhook.keeper.loop import LEASE_NAME, KeeperLoop, TemplateKeeper, World
+from webhook.leader import LeaseElector
 from webhook.match import glob_matches
 from webhook.metrics import Metrics
 from webhook.policy.model import PolicySet
-from webhook.scan.leader import LeaseElector
 
 
 def build_template_keeper(

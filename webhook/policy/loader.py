@@ -18,12 +18,13 @@ import orjson
 from webhook.errors import PolicyError, PolicyProblem
 from webhook.policy.engines import ConstraintSet, Engine
 from webhook.policy.engines.regopy import RegoEngine
-from webhook.policy.model import PolicySet, SharingPolicy
+from webhook.policy.model import PolicySet
 from webhook.policy.quota_kind import compile_quota
 from webhook.policy.schemas import GROUP_VERSION
 from webhook.policy.sharing_kind import compile_sharing_policy
 from webhook.policy.source import Document, YamlError, parse_documents, parse_path
 from webhook.quota.policy import GPUQuota
+from webhook.sharing_policy import SharingPolicy
 from webhook.validation import gatekeeper
 from webhook.validation.gatekeeper import Constraint, ConstraintTemplate, Where
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.gpu import GPU_MODELS
-from webhook.policy.model import (
+from webhook.sharing_policy import (
     DRA_STRATEGIES,
     MIG_STRATEGIES,
     MULTI_GPU_RULES,

@@ -10,11 +10,14 @@ from typing import Any
 import orjson
 
 from webhook import gpu, quantity
+from webhook.accounting.needs import PREFIX as OWN_PREFIX
 from webhook.dra import devices
 from webhook.errors import PolicyProblem
 from webhook.match import LabelSelector, Match, SelectorError, check_glob
-from webhook.accounting.needs import PREFIX as OWN_PREFIX
-from webhook.policy.model import (
+from webhook.policy.schemas import GPU_SHARING_POLICY
+from webhook.policy.source import Document, Path
+from webhook.policy.validate import schema_problems
+from webhook.sharing_policy import (
     Checkpoint,
     Dra,
     Inject,
@@ -23,9 +26,6 @@ from webhook.policy.model import (
     Sharing,
     SharingPolicy,
 )
-from webhook.policy.schemas import GPU_SHARING_POLICY
-from webhook.policy.source import Document, Path
-from webhook.policy.validate import schema_problems
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _QUALIFIED = re.compile(

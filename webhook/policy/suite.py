@@ -4,7 +4,7 @@ Each test pairs a template with a constraint; each case reviews one object (a ma
 or an AdmissionReview) with an optional inventory, and asserts how many violations
 match a message regex. Paths are relative to the suite file.
 
-    python -m webhook.validation.suite PATH…   # prints failures and `N passed, N failed`
+    python -m webhook.policy.suite PATH…   # prints failures and `N passed, N failed`
 """
 
 from __future__ import annotations
@@ -275,7 +275,7 @@ def _reason(error: Exception) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m webhook.validation.suite", description=__doc__.split("\n")[0]
+        prog="python -m webhook.policy.suite", description=__doc__.split("\n")[0]
     )
     parser.add_argument("paths", nargs="+", type=Path)
     parser.add_argument("-v", "--verbose", action="store_true", help="list passing cases too")

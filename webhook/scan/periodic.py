@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from webhook.leader import LeaderLoop, LeaseElector
 from webhook.metrics import Metrics
 from webhook.policy.model import PolicySet
 from webhook.review import ReviewSettings
-from webhook.scan.leader import LeaderLoop, LeaseElector
 from webhook.scan.run import ScanSummary
 from webhook.scan.sources import Snapshot
 from webhook.scan.stream import RecordSink, ScanOutcome, scan_once

@@ -10,10 +10,10 @@ from webhook.clusterstate import NO_CLUSTER, ClusterState, own_namespace, replic
 from webhook.config import Settings
 from webhook.errors import ConfigError
 from webhook.inventory import load_inventory
+from webhook.leader import LeaseElector
 from webhook.metrics import Metrics
 from webhook.policy.model import PolicySet
 from webhook.review import ReviewSettings
-from webhook.scan.leader import LeaseElector
 from webhook.scan.periodic import PeriodicScan, ScanJob, register_scan_gauges
 from webhook.scan.sources import Snapshot, empty, from_cluster, from_inventory
 from webhook.scan.stream import RecordSink

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 
 from webhook import gpu
-from webhook.policy.model import SharingMode
+from webhook.sharing_policy import SharingMode
 from webhook.utilization.analysis import Thresholds, WorkloadUsage
 
 GIB = 1024

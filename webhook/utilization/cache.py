@@ -15,9 +15,9 @@ import logging
 import time
 from collections.abc import Callable
 
+from webhook.capacity import CapacitySnapshot, CapacityView
 from webhook.config import UtilizationSettings
 from webhook.metrics import Metrics
-from webhook.utilization.capacity import CapacitySnapshot, CapacityView
 from webhook.utilization.prometheus import PrometheusClient, PrometheusError
 from webhook.utilization.promql import Window
 from webhook.utilization.source import read_fleet

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from webhook.utilization.capacity import CapacitySnapshot, NodeCapacity
+from webhook.capacity import CapacitySnapshot, NodeCapacity
 from webhook.utilization.cards import product_label
 from webhook.utilization.labels import Device
 from webhook.utilization.usage import DeviceUsage, FleetReading

@@ -20,13 +20,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webhook.accounting.count import claim_devices
+from webhook.accounting.target import PodTarget
 from webhook.decision import Finding
 from webhook.dra import templates
 from webhook.dra.devices import ClaimError, DeviceAsk, claim_asks
 from webhook.dra.index import DraIndex
 from webhook.dra.resolve import pod_claims
-from webhook.accounting.target import PodTarget
-from webhook.policy.model import SharingPolicy
+from webhook.sharing_policy import SharingPolicy
 
 CLAIMS_RESOLVE = "gpu-builtin/dra-claims"
 CLAIM_RULES = "gpu-builtin/dra-claim"

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from webhook import gpu
 from webhook.accounting.count import GpuCount, count_gpus
-from webhook.decision import Finding
-from webhook.mutation import resources
 from webhook.accounting.needs import PodNeeds
 from webhook.accounting.target import PodTarget
-from webhook.policy.model import SharingPolicy
+from webhook.decision import Finding
+from webhook.mutation import resources
+from webhook.sharing_policy import SharingPolicy
 
 LIMITS = "gpu-builtin/sharing-limits"
 

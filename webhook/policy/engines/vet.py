@@ -5,7 +5,7 @@ been the end of the process. The parent sends the modules as JSON on stdin; the
 child compiles and runs each template alone, as the engine does, printing `kind <Kind>`
 first, so the last line names the culprit if it dies; the check then resumes after it.
 
-    python -m webhook.policy.engines.vet < modules.json
+    python -m webhook.policy.engines.vet_child < modules.json
 
 A check takes about 0.35 s. Worker processes would repeat the one their supervisor has just
 made on the same templates, at the same moment, on the same cores: the supervisor names the
@@ -15,7 +15,6 @@ by the SHA-256 of exactly what was checked, so any other set is still checked.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -24,12 +23,12 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from webhook.errors import PolicyProblem
-from webhook.policy.engines.layout import CONSTRAINTS_KEY, Module, entrypoint
+from webhook.policy.engines.layout import Module
 from webhook.validation.gatekeeper import ConstraintTemplate
 
 VETTED_ENV = "GPU_WEBHOOK_VETTED_TEMPLATES"
+CHILD = "webhook.policy.engines.vet_child"  # the child imports regopy; this module does not
 _vetted: set[str] = set()  # digests of the payloads this process has seen survive a check
-_PROBE_REVIEW = {"kind": {"group": "", "version": "v1", "kind": "Pod"}, "object": {}, "operation": "CREATE"}
 
 
 def crash_problems(
@@ -73,7 +72,7 @@ def _run_child(payload: str, timeout: float) -> PolicyProblem | tuple[int, str |
     """None if the child survived; else the signal and the template it was evaluating."""
     try:
         child = subprocess.run(
-            [sys.executable, "-m", __name__], input=payload, capture_output=True, text=True, timeout=timeout
+            [sys.executable, "-m", CHILD], input=payload, capture_output=True, text=True, timeout=timeout
         )
     except subprocess.TimeoutExpired:
         return PolicyProblem("", 0, "", f"compiling the templates took longer than {timeout:.0f}s")
@@ -82,28 +81,3 @@ def _run_child(payload: str, timeout: float) -> PolicyProblem | tuple[int, str |
     words = child.stdout.split()
     culprit = words[-1] if len(words) >= 2 and words[-2] == "kind" else None
     return -child.returncode, culprit
-
-
-def main() -> int:
-    from webhook.policy.engines.layout import COMPAT
-    from webhook.policy.engines.regopy import RuntimeFailure, new_interpreter, query_entrypoint
-
-    request = json.load(sys.stdin)
-    for kind in request["kinds"]:
-        print("kind", kind, flush=True)
-        builder = new_interpreter()
-        builder.add_module(COMPAT.name, COMPAT.text)
-        for name, text in request["modules"]:
-            if name.startswith(f"{kind}/"):
-                builder.add_module(name, text)
-        bundle = builder.build(None, [entrypoint(kind)])
-        runner = new_interpreter()
-        runner.set_input_term(json.dumps({"review": _PROBE_REVIEW, CONSTRAINTS_KEY: {kind: {"p0": {}}}}))
-        # An error is the template's to report at request time; only a crash matters here.
-        with contextlib.suppress(RuntimeFailure):
-            query_entrypoint(runner, bundle, entrypoint(kind))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

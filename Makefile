@@ -36,6 +36,7 @@ test: lint typecheck unit
 lint: $(STAMP)
 	$(BIN)/ruff check webhook tests bench fuzz
 	$(BIN)/ruff format --check webhook tests bench fuzz
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict
@@ -63,4 +64,4 @@ soak: $(STAMP)
 	$(BIN)/python bench/soak.py --seconds $(SOAK_SECONDS)
 
 clean:
-	rm -rf $(VENV) $(DEV_CERTS) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) $(DEV_CERTS) .mypy_cache .ruff_cache .pytest_cache .hypothesis .import_linter_cache

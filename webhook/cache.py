@@ -22,10 +22,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from webhook.dra.devices import DEFAULT_GPU_CLASSES
-from webhook.dra.index import DRA_KINDS, DraIndex, DraStore
-from webhook.dra.resolve import ClaimShape
-from webhook.dra.served import NodeNames, extended_names
 from webhook.accounting.demand import (
     PodShape,
     QuotaInputError,
@@ -36,6 +32,10 @@ from webhook.accounting.demand import (
     shape_demand,
 )
 from webhook.accounting.usage import NOTHING, Usage
+from webhook.dra.devices import DEFAULT_GPU_CLASSES
+from webhook.dra.index import DRA_KINDS, DraIndex, DraStore
+from webhook.dra.resolve import ClaimShape
+from webhook.dra.served import NodeNames, extended_names
 from webhook.types import KubeObject
 
 log = logging.getLogger(__name__)

@@ -17,13 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from webhook.accounting.demand import DEFAULT_SETTINGS, QuotaSettings
 from webhook.cache import KINDS, NODES, ClusterCache
 from webhook.config import DEFAULT_NAMESPACE, Settings
 from webhook.dra.index import DRA_KINDS
 from webhook.errors import ClusterError, ConfigError
 from webhook.informer import Informer
 from webhook.inventory import cache_from, load_inventory
-from webhook.accounting.demand import DEFAULT_SETTINGS, QuotaSettings
 from webhook.quota.gate import LocalGate, QuotaGate
 from webhook.quota.ledger import LedgerGate
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from typing import Any, Literal
 
 from webhook.types import EnforcementAction, KubeObject, PatchOperation
@@ -47,6 +48,8 @@ class Decision:
     sharing_mode: str | None = None
     # Quota usage before and after this admission, for the audit log (see quota.check.QuotaOutcome.audit).
     quota: Mapping[str, Any] | None = None
+    # GPU-equivalents of an admitted GPU pod, as every rule counted them (the audit record's "gpus").
+    gpus: Fraction | None = None
     # Why the failure mode answered instead of a review; None when it was reviewed. Metrics and
     # the audit log keep the two apart.
     unreviewed: Unreviewed | None = None

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from webhook.accounting import names
-from webhook.accounting.count import CLAIM_KINDS, count_gpus
+from webhook.accounting.count import CLAIM_KINDS, GpuCount, count_gpus
 from webhook.accounting.target import PodTarget, pod_target
 from webhook.capacity import CapacityView
 from webhook.config import EXEMPT_NAMESPACES, Enforcement, FailureMode
@@ -192,8 +192,8 @@ def validate(
         reviewed = reviewed_pod(request, deps)
     except ShapeError as e:
         return malformed(e)
-    subject = gpu_subject(reviewed, deps)
-    findings = _builtin(subject, deps, actions) + _dra_builtin(request, reviewed, deps, actions)
+    subject, count = gpu_subject(reviewed, deps)
+    findings = _builtin(subject, deps, actions, count) + _dra_builtin(request, reviewed, deps, actions)
     if any(f.action == "deny" for f in findings):
         return decide(findings)
     constraints = evaluate_constraints(
@@ -202,6 +202,7 @@ def validate(
         deps.gatekeeper_inventory,
         actions,
         may_block=deps.may_block,
+        gpu=count,
         dra=deps.dra,
     )
     findings += _as_enforced(constraints.findings, deps.settings.enforcement)
@@ -213,7 +214,7 @@ def validate(
         decision = replace(
             decision, audit_annotations={**decision.audit_annotations, **constraints.audit_annotations}
         )
-    return decision
+    return replace(decision, gpus=count.equivalents) if count is not None and decision.allowed else decision
 
 
 def _is_claim(request: AdmissionRequest) -> bool:
@@ -250,14 +251,12 @@ def _as_enforced(findings: list[Finding], enforcement: Enforcement) -> list[Find
 
 
 def _builtin(
-    subject: Subject | None, deps: ReviewDeps, actions: frozenset[EnforcementAction]
+    subject: Subject | None, deps: ReviewDeps, actions: frozenset[EnforcementAction], count: GpuCount | None
 ) -> list[Finding]:
     if subject is None:
         return []
-    policy, count = subject.policy, None
+    policy = subject.policy
     claimed = _claim_sources(subject, deps.dra) if policy is not None else ()
-    if claimed and policy is not None and policy.sharing.max_gpus_per_pod is not None:
-        count = count_gpus(subject.target.pod, deps.dra, subject.namespace)  # the policy's cap sees claims
     if claimed and policy is not None and policy.sharing.mode == "dra":  # its own templates are no escape
         own = templates.own_sources(policy, subject.namespace, deps.dra or _NO_DRA)
         claimed = tuple(source for source in claimed if source not in own)
@@ -383,14 +382,18 @@ def reviewed_pod(request: AdmissionRequest, deps: ReviewDeps) -> tuple[PodTarget
     return scoped
 
 
-def gpu_subject(reviewed: tuple[PodTarget, str] | None, deps: ReviewDeps) -> Subject | None:
-    """None unless the reviewed pod asks for GPUs; then its sharing policy, if one applies."""
+def gpu_subject(
+    reviewed: tuple[PodTarget, str] | None, deps: ReviewDeps
+) -> tuple[Subject | None, GpuCount | None]:
+    """(None, None) unless the reviewed pod asks for GPUs; then its sharing policy, if one applies,
+    and its GPUs: read once, for every rule that counts (DRA claims included)."""
     if reviewed is None:
-        return None
+        return None, None
     target, namespace = reviewed
-    if not is_gpu_pod(target, deps.policies.shared_names, deps.dra, namespace):
-        return None
-    return policy_subject(target, namespace, deps)
+    count = gpu_reading(target, deps.policies.shared_names, deps.dra, namespace)
+    if count is None:
+        return None, None
+    return policy_subject(target, namespace, deps), count
 
 
 def policy_subject(target: PodTarget, namespace: str, deps: ReviewDeps) -> Subject:
@@ -410,19 +413,36 @@ def _own_namespace(target: PodTarget) -> str | None:
 def is_gpu_pod(
     target: PodTarget, shared_names: tuple[str, ...], dra_index: DraIndex | None = None, namespace: str = ""
 ) -> bool:
-    """GPUs by resource name, KAI's annotations, or (with a DRA snapshot) claims on GPU device
-    classes and extended resources that GPU device classes serve. A claim that cannot be
-    resolved makes a GPU pod too: the rules that count then deny it."""
-    annotations = target.annotations
-    if names.asks_kai(annotations):
+    """Accelerators by resource name from any vendor, KAI's annotations, or (with a DRA snapshot)
+    claims on GPU device classes and extended resources that GPU device classes serve. A claim
+    that cannot be resolved makes a GPU pod too: the rules that count then deny it."""
+    if _asks_by_name(target, shared_names):
         return True
-    if any(resources.uses_gpu(c, shared_names) for _, c in target.containers()):
-        return True
+    count = _dra_reading(target, dra_index, namespace)
+    return count is not None
+
+
+def gpu_reading(
+    target: PodTarget, shared_names: tuple[str, ...], dra_index: DraIndex | None = None, namespace: str = ""
+) -> GpuCount | None:
+    """What the pod gets, read once; None for a pod that gets no accelerator (is_gpu_pod)."""
+    if _asks_by_name(target, shared_names):
+        return count_gpus(target.pod, dra_index, namespace)
+    return _dra_reading(target, dra_index, namespace)
+
+
+def _asks_by_name(target: PodTarget, shared_names: tuple[str, ...]) -> bool:
+    return names.asks_kai(target.annotations) or any(
+        resources.uses_gpu(c, shared_names) for _, c in target.containers()
+    )
+
+
+def _dra_reading(target: PodTarget, dra_index: DraIndex | None, namespace: str) -> GpuCount | None:
     if dra_index is None:
-        return False
+        return None
     spec = target.pod.get("spec")
     # Pods without claims pay nothing more unless some DeviceClass serves an extended resource.
     if not (isinstance(spec, dict) and spec.get("resourceClaims")) and not dra_index.backed:
-        return False
+        return None
     count = count_gpus(target.pod, dra_index, namespace)
-    return count.error is not None or count.devices > 0
+    return count if count.error is not None or count.devices > 0 else None

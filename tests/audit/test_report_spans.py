@@ -10,6 +10,7 @@ import itertools
 import re
 import shutil
 import subprocess
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,8 @@ def _record(index: int, at: dt.datetime) -> Record:
         decision: Decision = denied("no-privileged", f"Pod {name}: container <main> is privileged")
         obj: dict[str, Any] = gpu_pod(name, namespace="team-b")
     else:
-        decision = Decision(allowed=True)
+        # review() hands the record the pod's GPU-equivalents, read once for every rule.
+        decision = Decision(allowed=True, gpus=Fraction(2))
         obj = gpu_pod(name, namespace=f"team-{index % 2}", gpus=2)
     namespace = obj["metadata"]["namespace"]
     review = request(f"uid-{index}", namespace=namespace, name=name, obj=obj)

@@ -10,8 +10,8 @@ from fractions import Fraction
 import pytest
 
 from tests.support.pods import gpu_pod, make_pod, namespace, res
-from webhook.cache import NAMESPACES, PODS, ClusterCache
 from webhook.accounting.demand import DEFAULT_SETTINGS, pod_shape
+from webhook.cache import NAMESPACES, PODS, ClusterCache
 
 S = DEFAULT_SETTINGS
 

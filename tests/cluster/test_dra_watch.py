@@ -6,10 +6,10 @@ from __future__ import annotations
 from tests.cluster.conftest import WAIT, Watching
 from tests.dra.objects import NS, claim, device_class, pod, request, template
 from tests.support.fakekube import FakeKube
+from webhook.accounting.demand import DEFAULT_SETTINGS
 from webhook.cache import KINDS, ClusterCache
 from webhook.cluster import PAGE_SIZE
 from webhook.dra.index import DRA_KINDS
-from webhook.accounting.demand import DEFAULT_SETTINGS
 
 
 def test_claims_templates_and_classes_are_listed_then_watched(fake: FakeKube, watching: Watching) -> None:

@@ -10,10 +10,10 @@ import yaml
 
 from tests.support.pods import gpu_pod, namespace, quota
 from tests.support.reviews import make_review
+from webhook.accounting.demand import DEFAULT_SETTINGS
 from webhook.errors import ConfigError
 from webhook.inventory import cache_from, load_inventory, parse_inventory
 from webhook.quota.check import check_quota
-from webhook.accounting.demand import DEFAULT_SETTINGS
 
 PODS = [gpu_pod("a", gpus=2), gpu_pod("b", gpus=3), gpu_pod("done", gpus=8, phase="Succeeded")]
 NAMESPACES = [namespace("ml-team", {"team": "ml"})]

@@ -18,13 +18,13 @@ from tests.cluster.conftest import WAIT, Watching
 from tests.support.fakekube import FakeKube
 from tests.support.pods import gpu_pod, make_pod, quota, res
 from tests.support.reviews import make_review
+from webhook.accounting.demand import KaiRequest, PodShape
 from webhook.cache import ClusterCache
 from webhook.cluster import ConfigMapStore, connect
 from webhook.dra.devices import DeviceAsk
 from webhook.dra.resolve import ClaimShape
 from webhook.gpu import parse_mig_resource
 from webhook.quota.check import QuotaOutcome
-from webhook.accounting.demand import KaiRequest, PodShape
 from webhook.quota.ledger import Entry, LedgerGate, LedgerStore, StoredLedger, decode, encode, ledger_name
 from webhook.types import AdmissionRequest
 

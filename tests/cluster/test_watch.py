@@ -10,11 +10,11 @@ import pytest
 from tests.cluster.conftest import WAIT, Watching
 from tests.support.fakekube import FakeKube
 from tests.support.pods import gpu_pod, namespace
+from webhook.accounting.demand import DEFAULT_SETTINGS
 from webhook.cache import PODS, ClusterCache
 from webhook.cluster import KubeSource, connect
 from webhook.errors import ConfigError
 from webhook.informer import Backoff, Informer
-from webhook.accounting.demand import DEFAULT_SETTINGS
 
 
 class Clock:

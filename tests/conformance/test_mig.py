@@ -17,13 +17,13 @@ import pytest
 from tests.support.policies import compile_problems, sharing_policy
 from tests.support.reviews import make_review
 from webhook import gpu
+from webhook.accounting.demand import QuotaInputError, QuotaSettings, pod_demand, pod_shape, shape_demand
 from webhook.admission import parse_review
 from webhook.errors import AdmissionDenied
 from webhook.inventory import Inventory, cache_from
 from webhook.mutation.engine import mutate_object
 from webhook.policy.loader import compile_documents
 from webhook.policy.source import parse_documents
-from webhook.accounting.demand import QuotaInputError, QuotaSettings, pod_demand, pod_shape, shape_demand
 from webhook.quota.gate import LocalGate
 from webhook.review import ReviewDeps, review
 

@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 from tests.dra.objects import NS, claim, device_class, mig_request, pod, request, template
 from tests.support.schema import assert_valid
 from webhook.accounting.count import count_gpus, count_object
+from webhook.accounting.demand import DEFAULT_SETTINGS, device_class_resource, pod_shape
 from webhook.cache import ClusterCache
 from webhook.dra.devices import claim_asks
 from webhook.dra.index import build_index
 from webhook.inventory import Inventory, cache_from
-from webhook.accounting.demand import DEFAULT_SETTINGS, device_class_resource, pod_shape
 from webhook.quota.ledger import Entry, LedgerView
 
 GPU_DEVICES = device_class_resource("gpu.nvidia.com")

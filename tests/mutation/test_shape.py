@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from webhook.mutation.shape import ShapeError, check_pod_shape
 from webhook.accounting.target import PodTarget
+from webhook.mutation.shape import ShapeError, check_pod_shape
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"

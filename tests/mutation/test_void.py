@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.support.policies import sharing_policy
-from webhook.mutation import void
-from webhook.mutation.context import MutationContext
 from webhook.accounting.needs import PodNeeds
 from webhook.accounting.target import pod_target
+from webhook.mutation import void
+from webhook.mutation.context import MutationContext
 from webhook.review import is_gpu_pod
 
 VISIBLE = "NVIDIA_VISIBLE_DEVICES"

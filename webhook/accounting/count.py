@@ -18,7 +18,14 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from webhook.accounting.demand import DEFAULT_SETTINGS, QuotaInputError, claim_demand, pod_shape, shape_demand
+from webhook.accounting.demand import (
+    DEFAULT_SETTINGS,
+    PodShape,
+    QuotaInputError,
+    claim_demand,
+    pod_shape,
+    shape_demand,
+)
 from webhook.accounting.target import pod_target
 from webhook.dra.devices import ClaimError, claim_asks
 from webhook.dra.index import EMPTY, GROUP, DraIndex
@@ -32,12 +39,16 @@ class GpuCount:
     # The pod's effective request of each extended resource, as the scheduler reserves it.
     resources: Mapping[str, int] = field(default_factory=dict)
     error: str | None = None
+    # GPU-equivalents under the default accounting (docs/quota.md), for the audit record.
+    equivalents: Fraction = Fraction(0)
+    # The accelerator resources the pod asks for, from every vendor (webhook/vendors.py).
+    names: tuple[str, ...] = ()
 
     def as_input(self) -> dict[str, Any]:
-        """`input.gpu` for Rego: {"devices": N, "resources": {...}} or {"error": "..."}."""
+        """`input.gpu` for Rego: {"devices": N, "resources": {...}, "names": [...]} or {"error": "..."}."""
         if self.error is not None:
             return {"error": self.error}
-        return {"devices": self.devices, "resources": dict(self.resources)}
+        return {"devices": self.devices, "resources": dict(self.resources), "names": list(self.names)}
 
 
 NO_GPUS = GpuCount()
@@ -51,12 +62,16 @@ def count_gpus(pod: KubeObject, dra: DraIndex | None = None, namespace: str = ""
         shape = pod_shape(pod, dra, namespace)
     except QuotaInputError as e:
         return GpuCount(error=str(e))
-    if shape is None:
-        return NO_GPUS
+    return NO_GPUS if shape is None else count_shape(shape)
+
+
+def count_shape(shape: PodShape) -> GpuCount:
     usage = shape_demand(shape, DEFAULT_SETTINGS)
     return GpuCount(
         devices=_whole(usage.devices),
         resources={name: _whole(amount) for name, amount in sorted(usage.resources.items())},
+        equivalents=usage.gpus,
+        names=shape.accelerators(),
     )
 
 

@@ -25,7 +25,7 @@ from fractions import Fraction
 from typing import Any
 
 from webhook import gpu, quantity, vendors
-from webhook.accounting import kai
+from webhook.accounting import kai, names
 from webhook.accounting.usage import NOTHING, ZERO, Usage
 from webhook.dra.devices import ClaimError
 from webhook.dra.index import DraIndex
@@ -111,6 +111,13 @@ class PodShape:
         kept = tuple(c for c in self.claims if not c.key)
         return self if len(kept) == len(self.claims) else replace(self, claims=kept)
 
+    def accelerators(self) -> tuple[str, ...]:
+        """The accelerator resources any container asks for, sorted: every vendor's names
+        (webhook/vendors.py) and the extended resources a GPU DeviceClass serves."""
+        asked = {name for amounts in (*self.app, *(a for a, _ in self.init)) for name, _ in amounts}
+        known = {name for name in asked if names.is_accelerator(name)}
+        return tuple(sorted(known | {name for name, _, _ in self.backed}))
+
     def shared_claims(self) -> tuple[ClaimShape, ...]:
         if not self.claims:
             return ()
@@ -160,11 +167,11 @@ def _backed(
 ) -> tuple[tuple[str, int, int], ...]:
     """Extended resources of the pod that a GPU DeviceClass serves and that no other rule counts."""
     served = dra.backed_resources()
-    names = {name for amounts in (*app, *(a for a, _ in init)) for name, _ in amounts}
+    asked = {name for amounts in (*app, *(a for a, _ in init)) for name, _ in amounts}
     found = []
-    for name in sorted(names & served.keys()):
-        if name == gpu.GPU or gpu.parse_mig_resource(name) is not None:
-            continue  # already counted by name
+    for name in sorted(asked & served.keys()):
+        if names.is_accelerator(name):
+            continue  # counted by name, as its vendor's device plugin serves it
         profile = served[name].profile
         found.append((name, profile.slices if profile else 0, profile.memory_mib if profile else 0))
     return tuple(found)
@@ -262,10 +269,9 @@ def _container_vector(
             _add_share_or_whole(vector, name, count, settings)
     for family, parts in families.items():
         _add_family(vector, family, parts, settings, single_mig)
-    counted = {name for family in families for name in family.names()}
     by_name = dict(amounts)
     for name, slices, memory in backed:
-        if by_name.get(name) and name not in counted:
+        if by_name.get(name):
             _add_backed(vector, name, by_name[name], slices, memory, settings)
     return vector
 
@@ -285,7 +291,7 @@ def _add_family(
     elif parts.keys() - {"count"}:
         _add_share(vector, family, parts, settings)
     elif count:
-        _add_share_or_whole(vector, family.count, count, settings)
+        _add_share_or_whole(vector, family.count, count, settings, family.weight)
 
 
 def _add_mig(
@@ -362,12 +368,16 @@ def _add_backed(
         vector[(_MEMORY, name)] = Fraction(count * per_device)
 
 
-def _add_share_or_whole(vector: _Vector, name: str, count: int, settings: QuotaSettings) -> None:
+def _add_share_or_whole(
+    vector: _Vector, name: str, count: int, settings: QuotaSettings, weight: Fraction = Fraction(1)
+) -> None:
+    """Whole devices, or replicas where the quota's sharedReplicas names the resource. A weight of 0
+    (access for monitoring) holds no device a workload could run on."""
     replicas = settings.replicas(name)
-    share = Fraction(1, replicas) if replicas else settings.whole_gpu_weight
+    share = Fraction(1, replicas) if replicas else settings.whole_gpu_weight * weight
     vector[(_GPUS, name)] = count * share
-    vector[(_DEVICES, name)] = Fraction(count)
-    if settings.card_memory_mib:
+    vector[(_DEVICES, name)] = Fraction(count) if weight else ZERO
+    if settings.card_memory_mib and share:
         vector[(_MEMORY, name)] = count * share * settings.card_memory_mib
 
 
@@ -390,11 +400,11 @@ def _add_share(
     if memory is not None and card:
         share = min(memory / card, Fraction(1))
     elif "cores" in parts:
-        share = min(Fraction(parts["cores"], 100), Fraction(1))
+        share = min(Fraction(parts["cores"], family.cores_whole), Fraction(1))
     else:
         share = Fraction(1)
     key = family.count or family.memory
-    vector[(_GPUS, key)] = count * share
+    vector[(_GPUS, key)] = count * share * family.weight
     vector[(_DEVICES, key)] = Fraction(count)
     if memory is not None:
         vector[(_MEMORY, key)] = count * memory

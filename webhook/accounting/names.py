@@ -35,7 +35,7 @@ def gives_nvidia_gpu(name: str) -> bool:
     if name == gpu.SHARED_GPU or name.startswith(gpu.MIG_PREFIX):
         return True
     found = vendors.family_of(name)
-    return found is not None and found[0].nvidia_runtime
+    return found is not None and name in found[0].nvidia_env
 
 
 def vendor(name: str) -> str | None:

@@ -14,7 +14,6 @@ from typing import Any
 from webhook.audit.chain import SCHEMA_VERSION, Record
 from webhook.audit.redact import Scrubber, clip, object_digest, own_annotations, sensitive_values
 from webhook.decision import Decision, Finding
-from webhook.accounting.demand import DEFAULT_SETTINGS, QuotaInputError, pod_shape, shape_demand
 from webhook.types import AdmissionRequest, Endpoint, KubeObject, PatchOperation
 
 MAX_GROUPS = 64
@@ -187,22 +186,17 @@ def _patched_path(operation: PatchOperation) -> Record:
 
 def _admitted_gpus(request: AdmissionRequest, endpoint: Endpoint, decision: Decision) -> float | None:
     """GPU-equivalents a pod creation was admitted with, whether or not a quota applies: the
-    same count quota uses (its default accounting), so reports need no quota to show usage."""
-    obj = request.get("object")
+    count review() read once for every rule (its default accounting), so reports need no quota
+    to show usage."""
     if (
         endpoint != "validate"
-        or not decision.allowed
+        or decision.gpus is None
         or request["operation"] != "CREATE"
         or request["kind"]["kind"] != "Pod"
         or request.get("subResource")
-        or not isinstance(obj, dict)
     ):
         return None
-    try:
-        shape = pod_shape(obj)
-    except QuotaInputError:
-        return None  # the rules that count have said why
-    return round(float(shape_demand(shape, DEFAULT_SETTINGS).gpus), 4) if shape is not None else None
+    return round(float(decision.gpus), 4)
 
 
 def _api_version(request: AdmissionRequest) -> str:

@@ -8,10 +8,12 @@ latencies; never with the records themselves.
 from __future__ import annotations
 
 import math
+import re
 from array import array
 from collections import Counter, defaultdict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, TextIO
 
 from webhook.audit.chain import Record
@@ -233,5 +235,11 @@ def _ms(value: float | None) -> str:
 
 
 def _number(mapping: Any, key: str) -> float | None:
+    """A number, or the exact amount a quota record writes as text ("1", "2/7")."""
     value = mapping.get(key) if isinstance(mapping, dict) else None
+    if isinstance(value, str) and _EXACT.fullmatch(value):
+        return float(Fraction(value))
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+_EXACT = re.compile(r"-?[0-9]{1,12}(/[1-9][0-9]{0,11})?")

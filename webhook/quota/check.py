@@ -13,8 +13,6 @@ from fractions import Fraction
 from functools import cached_property
 from typing import Any, Protocol
 
-from webhook.decision import Decision, Finding, clamp_warnings, deny
-from webhook.dra.index import DraIndex
 from webhook.accounting.demand import (
     DEFAULT_SETTINGS,
     PodShape,
@@ -24,8 +22,10 @@ from webhook.accounting.demand import (
     pod_shape,
     shape_demand,
 )
-from webhook.quota.policy import GPUQuota
 from webhook.accounting.usage import GPU_MEMORY, GPUS, NOTHING, Usage, format_dimension
+from webhook.decision import Decision, Finding, clamp_warnings, deny
+from webhook.dra.index import DraIndex
+from webhook.quota.policy import GPUQuota
 from webhook.types import AdmissionRequest, EnforcementAction, KubeObject
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"

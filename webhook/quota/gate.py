@@ -23,12 +23,12 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from webhook.accounting.demand import DEFAULT_SETTINGS, QuotaSettings
+from webhook.accounting.usage import Usage
 from webhook.cache import ClusterCache
 from webhook.dra.index import DraIndex
 from webhook.quota.check import QuotaOutcome, check_quota, request_pod_key
-from webhook.accounting.demand import DEFAULT_SETTINGS, QuotaSettings
 from webhook.quota.policy import GPUQuota
-from webhook.accounting.usage import Usage
 from webhook.types import AdmissionRequest
 
 

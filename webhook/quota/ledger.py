@@ -34,16 +34,16 @@ from typing import Any, Protocol
 import orjson
 
 from webhook import gpu
+from webhook.accounting.demand import DEFAULT_SETTINGS, KaiRequest, PodShape, QuotaSettings, shape_demand
+from webhook.accounting.usage import Usage
 from webhook.cache import ClusterCache
 from webhook.dra.devices import DeviceAsk
 from webhook.dra.index import DraIndex
 from webhook.dra.resolve import ClaimShape
 from webhook.errors import ClusterError, Conflict
 from webhook.quota.check import QuotaOutcome, check_quota, request_pod_key
-from webhook.accounting.demand import DEFAULT_SETTINGS, KaiRequest, PodShape, QuotaSettings, shape_demand
 from webhook.quota.gate import peek
 from webhook.quota.policy import GPUQuota
-from webhook.accounting.usage import Usage
 from webhook.types import AdmissionRequest
 
 log = logging.getLogger(__name__)

@@ -22,10 +22,10 @@ from fractions import Fraction
 from typing import Any
 
 from webhook import gpu, quantity
-from webhook.errors import PolicyError, PolicyProblem
-from webhook.match import LabelSelector, Match, SelectorError, check_glob
 from webhook.accounting.demand import QuotaSettings
 from webhook.accounting.usage import GPU_MEMORY, GPUS
+from webhook.errors import PolicyError, PolicyProblem
+from webhook.match import LabelSelector, Match, SelectorError, check_glob
 from webhook.types import EnforcementAction
 
 API_VERSION = "gpuwebhook.io/v1alpha1"

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Protocol
 
+from webhook.accounting.demand import DEFAULT_SETTINGS, QuotaSettings
+from webhook.accounting.usage import Usage, format_dimension
 from webhook.match import glob_matches
 from webhook.quota.check import NAMESPACE_NAME_LABEL
-from webhook.accounting.demand import DEFAULT_SETTINGS, QuotaSettings
 from webhook.quota.policy import GPUQuota
-from webhook.accounting.usage import Usage, format_dimension
 from webhook.types import EnforcementAction
 
 BAR_WIDTH = 20

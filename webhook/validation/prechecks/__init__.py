@@ -29,17 +29,17 @@ Precheck = Callable[[PodCreate, Mapping[str, Any]], bool]
 # Fingerprints of the templates in policies/security, each with the check that models it.
 # tests/validation/test_prechecks.py fails when a bundled template no longer has its entry.
 PRECHECKS: dict[str, Precheck] = {
-    "8432d5dc0841a8334578cff57e4eeeb5081940e27db6555e022b5719258d9e89": bundle.added_capabilities,
-    "a39f0ab47d779c40bf58ce9ded1f12e7fd2f80e0d8b8332f5f89de04f830ec82": bundle.allowed_registries,
-    "fcc52384329ce0e877c546227dac43a2a09d29f9ee4832768181c9b17bbb4c94": bundle.cdi_annotations,
-    "97186ae0f39f075666178c4123e653ca047ab57ce84944aadaebcdaee2e97fb8": bundle.device_environment,
-    "a65a8485091c4a8fb129e07d9d35d22a22e48f1b3d273c7141d9c326c921d9b0": bundle.device_list_mounts,
-    "6808dcfb1de4998750260ebbd339f5e6ff7172b12c7e12c260307c868439adb5": bundle.host_namespaces,
-    "fca9efc5f9b51994f862602d36f0e625ecfe52dbefbb849bd8167d2b0b1c17af": bundle.host_paths,
-    "c1026acbe07399ca02122e283ae898a53014a199260763cb69d1ef4ac49443ce": bundle.max_per_pod,
-    "c2a9e44fcaeb4f22aad236fd0adb9ef64bfc3953d054c1179fab0d89edd9daf2": bundle.preset_node_name,
-    "056fcf5f12e22477bee12dd9591de4f6b1e9d1a223bff55004e517e33d293860": bundle.privileged_container,
-    "784c77396d811942e8d7325906521ca01a38dab7a9b3330cfa9ce35f4a637696": bundle.scheduler_annotations,
+    "9c7ea3cb8b79703bc191d3857842bd9592f11945952f13b075ec5bba6f9777f6": bundle.added_capabilities,
+    "135a9ba110bf330ccf0a1ce72172a10a656d98000204cbb9aa5dc6cf59a04eba": bundle.allowed_registries,
+    "c8df9807787728f0a2a3708d1ccf3c2a6f48b268ac34fdc4ed0c5874d702e2c3": bundle.cdi_annotations,
+    "0ea42532a87df8815f01c8fa86b681de3bc5003f019f8ea07c7a4a897e7e28d2": bundle.device_environment,
+    "94b2ddd75829f1476663307f34a9bd3e292ca623e4dca4aafee2195a085d3a8e": bundle.device_list_mounts,
+    "84552a311043d937a0263e7f239bc80049a88c0cb8d51feebb85d672253fbf6f": bundle.host_namespaces,
+    "9332878486751a9f86e7a913c05f2597103be065f6d7a858f96d5c344db58268": bundle.host_paths,
+    "536de3b070d110ce1cd6ac383407ef591a15db77307e51b8b4a67f36e0427be4": bundle.max_per_pod,
+    "b607503edc19b6aa27736808320ba0940b72dac3e7f8703599cdcdef3eb7e504": bundle.preset_node_name,
+    "442e87bd03f9f448d0a79ab08a509c554d669f26d9f684fa707bf92a21f16629": bundle.privileged_container,
+    "87bb16539fd0b906ea9a1d22b26b7de1434b551ecacca80069b6ff943302c380": bundle.scheduler_annotations,
 }
 
 

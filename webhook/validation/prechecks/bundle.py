@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from webhook import vendors
 from webhook.validation.prechecks.pod import PodCreate
 
 Parameters = Mapping[str, Any]
@@ -124,16 +125,8 @@ def _normal(capability: str) -> str:
 # allowed list; no envFrom prefix that could spell a device variable; no envFrom without a prefix
 # in a container that gets GPUs.
 
-_DEVICE_VARIABLES = [
-    "NVIDIA_VISIBLE_DEVICES",
-    "NVIDIA_MIG_CONFIG_DEVICES",
-    "NVIDIA_MIG_MONITOR_DEVICES",
-    "NVIDIA_IMEX_CHANNELS",
-    "NVIDIA_GDS",
-    "NVIDIA_MOFED",
-    "NVIDIA_NVSWITCH",
-    "NVIDIA_GDRCOPY",
-]
+_DEVICE_VARIABLES = [v.name for v in vendors.DEVICE_VARIABLES if not v.prefix]
+_DEVICE_PREFIXES = [v.name for v in vendors.DEVICE_VARIABLES if v.prefix]
 _QUIET_VALUES = ["void", "none", ""]
 _DRIVER_CAPABILITIES = ["compute", "compat32", "graphics", "utility", "video", "display", "ngx"]
 _CAPABILITIES_VARIABLE = "NVIDIA_DRIVER_CAPABILITIES"
@@ -152,14 +145,15 @@ _KAI_ANNOTATIONS = ("gpu-fraction", "gpu-memory")
 
 def device_environment(pod: PodCreate, parameters: Parameters) -> bool:
     variables = _strings(parameters, "variables", _DEVICE_VARIABLES)
+    prefixes = _strings(parameters, "variablePrefixes", _DEVICE_PREFIXES)
     quiet = _strings(parameters, "allowedValues", _QUIET_VALUES)
     capabilities = _strings(parameters, "allowedDriverCapabilities", _DRIVER_CAPABILITIES)
     extra = _strings(parameters, "extraGpuResources", [])
-    if variables is None or quiet is None or capabilities is None or extra is None:
+    if variables is None or prefixes is None or quiet is None or capabilities is None or extra is None:
         return False
     env_from_checked = parameters.get("allowEnvFrom") is not True
     for field, container in pod.containers:
-        if not _quiet_env(_optional(container, "env"), variables, quiet, capabilities):
+        if not _quiet_env(_optional(container, "env"), (variables, prefixes), quiet, capabilities):
             return False
         sources = _optional(container, "envFrom")
         if not isinstance(sources, list) or not all(isinstance(s, Mapping) for s in sources):
@@ -168,24 +162,37 @@ def device_environment(pod: PodCreate, parameters: Parameters) -> bool:
             prefix = source.get("prefix", "")
             if type(prefix) is not str:
                 return False
-            if prefix and any(variable.startswith(prefix) for variable in variables):
+            if prefix and _spells(prefix, variables, prefixes):
                 return False
             if not prefix and env_from_checked and _may_get_gpus(pod, field, container, extra):
                 return False
     return True
 
 
-def _quiet_env(env: Any, variables: list[str], quiet: list[str], capabilities: list[str]) -> bool:
+def _spells(prefix: str, variables: list[str], prefixes: list[str]) -> bool:
+    """An envFrom prefix that could spell a device variable (the template's spelled_by)."""
+    if any(variable.startswith(prefix) for variable in variables):
+        return True
+    return any(family.startswith(prefix) or prefix.startswith(family) for family in prefixes)
+
+
+def _quiet_env(
+    env: Any, device: tuple[list[str], list[str]], quiet: list[str], capabilities: list[str]
+) -> bool:
     if not isinstance(env, list) or not all(isinstance(e, Mapping) for e in env):
         return False
+    variables, prefixes = device
     for entry in env:
         name = entry.get("name")
-        if name not in variables and name != _CAPABILITIES_VARIABLE:
+        if type(name) is not str:
+            return False  # left to Rego, as every odd type is
+        named = name in variables or name.startswith(tuple(prefixes))
+        if not named and name != _CAPABILITIES_VARIABLE:
             continue
         value = entry.get("value", "")
         if "valueFrom" in entry or type(value) is not str:
             return False
-        if name in variables and value not in quiet:
+        if named and value not in quiet:
             return False
         if name == _CAPABILITIES_VARIABLE and not _known_capabilities(value, capabilities):
             return False
@@ -202,6 +209,9 @@ def _known_capabilities(value: str, allowed: list[str]) -> bool:
 
 def _may_get_gpus(pod: PodCreate, field: str, container: Mapping[str, Any], extra: list[str]) -> bool:
     """True unless the container certainly gets no GPU (the bundle's gets_gpu is false)."""
+    accelerators = pod.gpu.get("names", [])
+    if not isinstance(accelerators, list):
+        return True
     resources = _optional(container, "resources")
     if resources == []:
         resources = {}
@@ -215,6 +225,8 @@ def _may_get_gpus(pod: PodCreate, field: str, container: Mapping[str, Any], extr
             return True
         for name in values:
             if name in _GPU_RESOURCES or name in extra or str(name).startswith("nvidia.com/mig-"):
+                return True
+            if name in accelerators:
                 return True
     if _optional(resources, "claims") != []:
         return True

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from tests.manifests.objects import webhooks_by_name
 from tests.support.cel import CelProcess
 from webhook import gpu
+from webhook.accounting import names
 from webhook.manifests import Manifest
 
 GPU_RESOURCES = [
@@ -27,13 +28,29 @@ GPU_RESOURCES = [
     gpu.HAMI_CORES,
     "nvidia.com/mig-1g.10gb",
     "nvidia.com/mig-7g.141gb",
+    "nvidia.com/mig-1g.10gb.shared",
+    # Every vendor of the catalog (webhook/vendors.py), by exact name and by pattern.
+    "amd.com/gpu",
+    "amd.com/cpx_nps4",
+    "gpu.intel.com/i915",
+    "gpu.intel.com/xe",
+    "huawei.com/Ascend910B3",
+    "huawei.com/Ascend910-2c",
+    "huawei.com/Ascend310P-4c.3cpu",
+    "cambricon.com/mlu370",
+    "volcano.sh/vgpu-number",
+    "aliyun.com/gpu-mem",
+    "hygon.com/dcunum",
 ]
 OTHER_RESOURCES = [
     "cpu",
     "memory",
     "ephemeral-storage",
-    "amd.com/gpu",
-    "gpu.intel.com/i915",
+    "amd.com/gpux",
+    "amd.com/cpx_nps9",
+    "gpu.intel.com/i915x",
+    "huawei.com/Ascend910-Unhealthy",
+    "cambricon.com/mlu.smlu",
     "nvidia.com/gpu-extra",
     "nvidia.com/gpux",
     "example.com/nvidia.com/gpu",
@@ -117,9 +134,9 @@ def pod(
 
 
 def is_gpu_pod(obj: dict[str, Any]) -> bool:
-    """The reference: webhook.gpu's resource names, or a KAI fraction requested by annotation."""
+    """The reference: the accelerator model's resource names, or a KAI ask by annotation."""
     spec = obj["spec"]
-    names = [
+    resources = [
         name
         for c in spec.get("containers", []) + spec.get("initContainers", [])
         for part in c.get("resources", {}).values()
@@ -127,8 +144,7 @@ def is_gpu_pod(obj: dict[str, Any]) -> bool:
     ]
     annotations = obj.get("metadata", {}).get("annotations", {})
     claims = bool(spec.get("resourceClaims"))
-    kai = bool({gpu.KAI_FRACTION, gpu.KAI_MEMORY} & set(annotations))
-    return any(map(gpu.is_gpu_resource, names)) or claims or kai
+    return any(map(names.is_accelerator, resources)) or claims or names.asks_kai(annotations)
 
 
 def claims(entries: list[Any]) -> dict[str, Any]:
@@ -155,7 +171,9 @@ def gpu_pod_cases() -> list[tuple[str, dict[str, Any], bool]]:
     cases += [
         ("KAI fraction", pod([container("a")], annotations={gpu.KAI_FRACTION: "0.5"}), True),
         ("KAI memory", pod([container("a")], annotations={gpu.KAI_MEMORY: "4096"}), True),
-        ("other annotations", pod([container("a")], annotations={"gpu-fraction-num-devices": "2"}), False),
+        # KAI's binder refuses it, so it must reach the webhook that says so at admission.
+        ("KAI devices alone", pod([container("a")], annotations={gpu.KAI_NUM_DEVICES: "2"}), True),
+        ("other annotations", pod([container("a")], annotations={"gpu-fraction-container-name": "a"}), False),
         ("empty annotations", pod([container("a")], annotations={}), False),
         ("no resources", pod([container("a")]), False),
         ("empty resources", pod([{"name": "a", "resources": {}}]), False),
@@ -249,7 +267,7 @@ def test_every_pod_gets_exactly_one_enforcing_review(
 
 resource_names = st.one_of(
     st.sampled_from(GPU_RESOURCES + OTHER_RESOURCES),
-    st.from_regex(r"\A(nvidia\.com/|example\.com/)?[a-z][a-z0-9.-]{0,12}\Z"),
+    st.from_regex(r"\A(nvidia\.com/|example\.com/|amd\.com/|huawei\.com/Ascend)?[a-z0-9][a-z0-9._-]{0,12}\Z"),
 )
 resource_maps = st.dictionaries(resource_names, st.just("1"), max_size=3)
 containers = st.lists(st.tuples(resource_maps, resource_maps), max_size=3)
@@ -260,14 +278,14 @@ containers = st.lists(st.tuples(resource_maps, resource_maps), max_size=3)
 def test_the_gpu_condition_agrees_with_the_server(
     cel: CelProcess, conditions: Conditions, app: list[Any], init: list[Any] | None
 ) -> None:
-    """The condition selects a pod exactly when webhook.gpu would call one of its resources a GPU."""
+    """The condition selects a pod exactly when the accelerator model calls one of its resources one."""
 
     def build(specs: list[Any], prefix: str) -> list[Any]:
         return [container(f"{prefix}{i}", limits=lim, requests=req) for i, (lim, req) in enumerate(specs)]
 
     obj = pod(build(app, "c"), None if init is None else build(init, "i"))
-    names = [name for lim, req in app + (init or []) for name in (*lim, *req)]
-    expected = any(gpu.is_gpu_resource(name) for name in names)
+    asked = [name for lim, req in app + (init or []) for name in (*lim, *req)]
+    expected = any(names.is_accelerator(name) for name in asked)
     assert matches(cel, conditions[GPU_PODS], object=obj, request=request()) is expected
 
 
@@ -371,3 +389,11 @@ def test_creating_an_exempt_namespace_reaches_the_namespace_guard(
         },
     }
     assert matches(cel, conditions["namespaces.validate.gpuwebhook.io"], **activation) is sent
+
+
+@pytest.mark.parametrize("webhook", [GPU_PODS, WORKLOADS])
+def test_the_gpu_pod_conditions_name_the_vendor_catalog(conditions: Conditions, webhook: str) -> None:
+    """The configurations carry the catalog's own test (webhook.accounting.names.cel_name_test):
+    a name added to the catalog must be added here too, or its pods would skip the GPU webhook."""
+    expected = " ".join(names.cel_name_test("name").split())
+    assert any(expected in " ".join(expression.split()) for expression in conditions[webhook])

@@ -52,3 +52,23 @@ def asks_kai(annotations: Mapping[str, Any]) -> bool:
 def asks_kai_share(annotations: Mapping[str, Any]) -> bool:
     """A fraction or a memory size: the annotations that make KAI give a container a GPU share."""
     return gpu.KAI_FRACTION in annotations or gpu.KAI_MEMORY in annotations
+
+
+def exact_names() -> tuple[str, ...]:
+    """Every accelerator resource the catalog names exactly, sorted."""
+    listed = {gpu.SHARED_GPU, *(name for family in vendors.FAMILIES for name in family.names())}
+    return tuple(sorted(listed))
+
+
+def cel_name_test(variable: str) -> str:
+    """The CEL that says `variable` is an accelerator resource name, for the webhook configurations'
+    matchConditions (manifests/base/validatingwebhook.yaml holds it; a test keeps the two equal)."""
+    exact = ", ".join(f"'{name}'" for name in exact_names())
+    # `[.]`, not `\.`: a backslash would need escaping again inside a CEL string.
+    patterns = "|".join(
+        p.regex.pattern.removeprefix("^").removesuffix("$").replace("\\.", "[.]") for p in vendors.PATTERNS
+    )
+    return (
+        f"{variable}.startsWith('{gpu.MIG_PREFIX}') || {variable} in [{exact}] || "
+        f"{variable}.matches('^({patterns})$')"
+    )

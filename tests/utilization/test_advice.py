@@ -52,7 +52,8 @@ def test_reservations_count_whole_gpus_mig_instances_and_shared_gpus() -> None:
     reserved = {u.workload.describe(): (u.gpus_reserved, u.current) for u in found}
     assert reserved == {
         "StatefulSet/a": (2.0, "exclusive"),
-        "StatefulSet/mig": (1 / 2 + 1 / 7, "mig 1g.10gb,3g.40gb"),
+        # A slice is its compute slices over the card's seven, as GPUQuota counts it: 3/7 + 1/7.
+        "StatefulSet/mig": (3 / 7 + 1 / 7, "mig 1g.10gb,3g.40gb"),
         "Job/s": (1.5, "shared"),
         "Pod/other": (0.5, "shared"),
     }

@@ -5,7 +5,8 @@ per GPU. Sharing modes are tried in the order the cluster supports them; the fir
 that holds the need and frees part of a GPU wins:
 
 - `mig`: the smallest profile of the card that holds the need (webhook/gpu.py's
-  tables, the same choice the mig mutator makes); a GPU is 1/(instances per card).
+  tables, the same choice the mig mutator makes); a slice is its compute slices over the
+  card's, as quotas count it (webhook/accounting/shares.py).
 - `hami`: memory and compute caps; the larger fraction of the card is what is used.
 - `kai`: a memory share of the card.
 - `timeslice`, `mps`: `replicas` shares of a card, each fitting only if the need
@@ -20,6 +21,7 @@ import math
 from dataclasses import dataclass
 
 from webhook import gpu
+from webhook.accounting import shares
 from webhook.sharing_policy import SharingMode
 from webhook.utilization.analysis import Thresholds, WorkloadUsage
 
@@ -68,7 +70,7 @@ def need(usage: WorkloadUsage, thresholds: Thresholds) -> Need | None:
         return None
     profile = usage.mig_profile
     # A MIG instance's engine-active ratio is of the instance; scale it to the whole card.
-    card_share = profile.slices / gpu.MIG_SLICES if profile else 1.0
+    card_share = float(shares.mig_share(profile.slices, usage.card)) if profile else 1.0
     memory = max(usage.memory_p95_mib * thresholds.headroom, 1.0)
     cores = usage.util_p95 * card_share * thresholds.headroom
     return Need(math.ceil(memory / GIB) * GIB, min(max(math.ceil(cores), 1), 100))
@@ -117,6 +119,7 @@ def _mig(wanted: Need, card: str | None) -> Fit | None:
     if card is None:
         return None
     profile = gpu.fitting_profile(card, wanted.memory_mib, wanted.cores)
-    if profile is None or profile.slices == gpu.MIG_SLICES:
+    if profile is None or profile.slices >= gpu.model_slices(card):
         return None
-    return Fit("mig", 1 / profile.max_instances, card, profile.name, wanted.memory_mib, wanted.cores)
+    share = float(shares.mig_share(profile.slices, card))
+    return Fit("mig", share, card, profile.name, wanted.memory_mib, wanted.cores)

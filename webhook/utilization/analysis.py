@@ -3,8 +3,8 @@
 A GPU is reserved by whoever holds it now (it reports at the end of the window);
 the statistics cover every pod of the workload across the window, so a Deployment
 whose pods were replaced is judged on its whole history. A whole GPU counts as 1,
-a MIG instance as 1/(instances of its profile per card), a GPU held by k pods at
-once (time-slicing) as 1/k to each.
+a MIG instance as its compute slices over the card's (webhook/accounting/shares.py, as
+quotas count it), a GPU held by k pods at once (time-slicing) as 1/k to each.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from webhook import gpu
+from webhook.accounting import shares
 from webhook.utilization import cards
 from webhook.utilization.labels import Device
 from webhook.utilization.owners import OwnerIndex, Workload
@@ -144,9 +145,9 @@ def _reserved(device: Device, card: str | None, holders: int) -> float:
     if device.is_mig:
         profile = cards.mig_profile(card, device.mig_profile) if card else None
         if profile is not None:
-            return 1 / profile.max_instances
+            return float(shares.mig_share(profile.slices, card))
         slices = device.mig_profile.split("g.", 1)[0]
-        return int(slices) / gpu.MIG_SLICES if slices.isdigit() else 1.0
+        return float(shares.mig_share(int(slices))) if slices.isdigit() else 1.0
     return 1 / max(holders, 1)
 
 

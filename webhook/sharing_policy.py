@@ -23,6 +23,11 @@ MIG_STRATEGIES: tuple[MigStrategy, ...] = ("mixed", "single")
 # MIG device): keep its whole GPUs (the default), deny it, or give it that many slices.
 MultiGpu: TypeAlias = Literal["wholeGpus", "deny", "slices"]
 MULTI_GPU_RULES: tuple[MultiGpu, ...] = ("wholeGpus", "deny", "slices")
+# The device plugin's sharedDevicesAllocationPolicy (k8s-device-plugin api/config/v1/consts.go,
+# from v0.20.0): `distributed`, its default, spreads one container's replicas over distinct GPUs
+# (internal/rm/allocate.go); `packed` fills one GPU first.
+AllocationPolicy: TypeAlias = Literal["distributed", "packed"]
+ALLOCATION_POLICIES: tuple[AllocationPolicy, ...] = ("distributed", "packed")
 
 
 @dataclass(frozen=True)
@@ -45,7 +50,10 @@ class Sharing:
     cores: int | None = None
     allow_opt_out: bool = False
     mig_strategy: MigStrategy = "mixed"
+    # What a container asking for several GPUs gets: `mig` keeps them whole by default, while
+    # `hami` and `kai` share each of them ("slices"), always with a warning; `deny` refuses it.
     multi_gpu: MultiGpu = "wholeGpus"
+    allocation_policy: AllocationPolicy = "distributed"  # timeslice and mps only
     # The device plugin's failRequestsGreaterThanOne: true by default for MPS, false for time-slicing.
     fail_requests_greater_than_one: bool = False
     set_gpu_type: bool = False  # HAMi: nvidia.com/use-gputype from gpuModel

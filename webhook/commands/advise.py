@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -21,6 +22,7 @@ from webhook.utilization.promql import Window, check_selector
 from webhook.utilization.report import Report, as_json, build_report
 from webhook.utilization.source import read_fleet, read_timeline
 from webhook.utilization.timeline import namespace_timelines
+from webhook.utilization.unmeasured import unmeasured_notes
 
 
 def _env(name: str, default: str | None) -> str | None:
@@ -65,9 +67,11 @@ def command(args: argparse.Namespace) -> int:
     client = PrometheusClient(settings)
     window, selector = Window.parse(args.window), check_selector(args.selector)
     labels, capabilities = pod_labels(args.pod_labels), Capabilities(_modes(args.modes), args.replicas)
-    owners, thresholds = OwnerIndex(read_inventory(args.inventory).objects), _thresholds(args)
+    objects = read_inventory(args.inventory).objects
+    owners, thresholds = OwnerIndex(objects), _thresholds(args)
     reading = read_fleet(client, window, pod_labels=labels, selector=selector)
     report = build_report(reading, owners, thresholds, capabilities, client.url)
+    report = replace(report, notes=(*report.notes, *unmeasured_notes(objects)))
     if args.html:
         timelines = namespace_timelines(read_timeline(client, reading, selector), labels)
         args.html.write_text(html.render(report, timelines), encoding="utf-8")

@@ -51,12 +51,23 @@ def rename(target: PodTarget, context: MutationContext) -> bool:
                 "at most 1 share; ask for 1, or use a policy with whole GPUs"
             )
         if ask.count > 1:
-            context.warn(f"{ask.count} shares of one time-sliced or MPS GPU give no more compute than one")
+            context.warn(_shares_warning(ask.count, sharing.allocation_policy))
         if name == gpu.GPU:
             continue
         resources.drop(container, gpu.GPU)
         changed |= resources.put(container, name, str(ask.count), ask.sections)
     return changed
+
+
+def _shares_warning(count: int, policy: str) -> str:
+    """What N replicas give one container, by the device plugin's sharedDevicesAllocationPolicy
+    (k8s-device-plugin internal/rm/allocate.go): spread over distinct GPUs, or packed on one."""
+    if policy == "packed":
+        return f"{count} shares packed on one time-sliced or MPS GPU give no more compute than one"
+    return (
+        f"{count} shares: the device plugin's distributed allocation spreads them over up to {count} "
+        "GPUs, each still shared with other pods"
+    )
 
 
 def mig(target: PodTarget, context: MutationContext) -> bool:
@@ -155,6 +166,8 @@ def hami(target: PodTarget, context: MutationContext) -> bool:
     cores = context.needs.cores or context.policy.sharing.cores
     changed = _use_gpu_type(target, context)
     for _, container, ask in gpu_containers(target):
+        if ask.count > 1 and not _share_many(target, container, ask.count, context, _hami_cap(memory, cores)):
+            continue
         present = {n for v in resources.sections(container).values() for n in v}
         has_memory = gpu.HAMI_MEMORY in present or gpu.HAMI_MEMORY_PERCENT in present
         if memory is not None and not has_memory:
@@ -164,6 +177,32 @@ def hami(target: PodTarget, context: MutationContext) -> bool:
         if cores is not None:
             changed |= resources.put_if_absent(container, gpu.HAMI_CORES, str(cores), ask.sections)
     return changed
+
+
+def _hami_cap(memory: int | None, cores: int | None) -> str:
+    parts = ([format_mib(memory)] if memory is not None else []) + (
+        [f"{cores}%"] if cores is not None else []
+    )
+    return " and ".join(parts) or "the policy's share"
+
+
+def _share_many(
+    target: PodTarget, container: dict[str, Any], count: int, context: MutationContext, share: str
+) -> bool:
+    """The policy's multiGpu rule where HAMi or KAI would share each of several GPUs: a training
+    job that asked for whole GPUs must not shrink without a word. True: share them."""
+    rule, who = context.policy.sharing.multi_gpu, target.describe_container(container)
+    mode = context.policy.sharing.mode
+    if rule == "deny":
+        raise AdmissionDenied(
+            f"{who} asks for {count} GPUs, and policy {context.policy.name} denies sharing a "
+            f"multi-GPU container by {mode} (multiGpu: deny)"
+        )
+    if rule == "wholeGpus":
+        context.warn(f"{who} keeps {count} whole GPUs, unshared by {mode} (multiGpu: wholeGpus)")
+        return False
+    context.warn(f"{who}: each of its {count} GPUs is shared by {mode}, capped at {share} (multiGpu: slices)")
+    return True
 
 
 def _keeps_other_scheduler(target: PodTarget, context: MutationContext) -> bool:
@@ -203,6 +242,8 @@ def kai(target: PodTarget, context: MutationContext) -> bool:
     if share is None:
         context.warn("the asked memory is a whole GPU, so it is left as nvidia.com/gpu")
         return False
+    if ask.count > 1 and not _share_many(target, container, ask.count, context, _kai_cap(share)):
+        return False
     annotations = mapping(target.metadata, "annotations")
     if not names.asks_kai_share(annotations):
         annotations.update(share)
@@ -225,6 +266,10 @@ def _kai_share(context: MutationContext) -> dict[str, str] | None:
         return None
     card = gpu.model_memory_mib(sharing.gpu_model) if sharing.gpu_model else None
     return None if card is not None and memory >= card else {gpu.KAI_MEMORY: str(memory)}
+
+
+def _kai_cap(share: dict[str, str]) -> str:
+    return " ".join(f"{key} {value}" for key, value in share.items())
 
 
 def _is_first_app_container(target: PodTarget, list_name: str, container: dict[str, Any]) -> bool:

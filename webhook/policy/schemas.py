@@ -7,6 +7,7 @@ from typing import Any
 
 from webhook.gpu import GPU_MODELS
 from webhook.sharing_policy import (
+    ALLOCATION_POLICIES,
     DRA_STRATEGIES,
     MIG_STRATEGIES,
     MULTI_GPU_RULES,
@@ -84,6 +85,7 @@ SHARING = _object(
         "allowOptOut": {"type": "boolean"},
         "migStrategy": {"enum": list(MIG_STRATEGIES)},
         "multiGpu": {"enum": list(MULTI_GPU_RULES)},
+        "sharedDevicesAllocationPolicy": {"enum": list(ALLOCATION_POLICIES)},
         "failRequestsGreaterThanOne": {"type": "boolean"},
         "setGpuType": {"type": "boolean"},
         "maxGpusPerPod": {"type": "integer", "minimum": 1},

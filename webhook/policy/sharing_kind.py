@@ -35,6 +35,7 @@ _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 MODES_WITH_MEMORY = ("mig", "hami", "kai")
 MODES_WITH_MODEL = ("mig", "hami", "kai", "dra")  # dra: only with strategy MIG (checked in _dra)
 SHARED_MODES = ("timeslice", "mps")
+MULTI_GPU_MODES = ("mig", "hami", "kai")
 SHARING_MODES_ONLY = ("timeslice", "mps", "mig", "hami", "kai")  # every mode but exclusive
 HOSTNAME = "kubernetes.io/hostname"
 SPEC: Path = ("spec",)
@@ -155,7 +156,8 @@ def _sharing(checker: _Checker, raw: Mapping[str, Any], path: Path) -> Sharing:
     _only_in(checker, raw, path, "defaultMemory", MODES_WITH_MODEL)
     _only_in(checker, raw, path, "cores", MODES_WITH_MEMORY)
     _only_in(checker, raw, path, "migStrategy", ("mig",))
-    _only_in(checker, raw, path, "multiGpu", ("mig",))
+    _only_in(checker, raw, path, "multiGpu", MULTI_GPU_MODES)
+    _only_in(checker, raw, path, "sharedDevicesAllocationPolicy", SHARED_MODES)
     _only_in(checker, raw, path, "setGpuType", ("hami",))
     _only_in(checker, raw, path, "maxGpusPerPod", (*SHARING_MODES_ONLY, "dra"))
     for key in ("strategy", "deviceClassName", "timeSlicing", "mps"):
@@ -203,7 +205,8 @@ def _sharing(checker: _Checker, raw: Mapping[str, Any], path: Path) -> Sharing:
         raw.get("cores"),
         raw.get("allowOptOut", False),
         mig_strategy=raw.get("migStrategy", "mixed"),
-        multi_gpu=raw.get("multiGpu", "wholeGpus"),
+        multi_gpu=raw.get("multiGpu", "wholeGpus" if mode == "mig" else "slices"),
+        allocation_policy=raw.get("sharedDevicesAllocationPolicy", "distributed"),
         fail_requests_greater_than_one=raw.get("failRequestsGreaterThanOne", mode == "mps"),
         set_gpu_type=raw.get("setGpuType", False),
         max_gpus_per_pod=raw.get("maxGpusPerPod"),

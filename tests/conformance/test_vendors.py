@@ -245,7 +245,9 @@ def test_every_vendor_counts(
 ) -> None:
     pod = make_pod("p", "team", containers, init=INITS.get(case, []))
     usage = pod_demand(pod, settings)
-    assert (usage.gpus, usage.devices, usage.gpu_memory_mib) == (gpus, devices, memory), case
+    assert (usage.gpus, usage.devices, usage.gpu_memory_mib) == (gpus, Fraction(devices), Fraction(memory)), (
+        case
+    )
     assert count_gpus(pod).devices == devices  # max-per-pod and quota read the same count
 
 

@@ -7,7 +7,6 @@ tables (webhook/migtable.py names the files), HAMi and KAI-Scheduler sources.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from webhook import migtable
@@ -104,9 +103,6 @@ def fitting_profile(model: str, memory_mib: int, cores_percent: int | None = Non
     return min(candidates, key=lambda p: (p.memory_mib, p.slices), default=None)
 
 
-_GPU_RESOURCES = frozenset({GPU, SHARED_GPU, HAMI_MEMORY, HAMI_MEMORY_PERCENT, HAMI_CORES})
-
-
 def largest_profile(model: str) -> MigProfile:
     return max((p for p in MIG_PROFILES[model] if p.plain), key=lambda p: (p.memory_mib, p.slices))
 
@@ -125,10 +121,6 @@ def parse_mig_resource(name: str) -> MigProfile | None:
 
 def is_mig_resource(name: str) -> bool:
     return name.startswith(MIG_PREFIX)
-
-
-def is_gpu_resource(name: str, shared_names: Iterable[str] = ()) -> bool:
-    return name in _GPU_RESOURCES or name.startswith(MIG_PREFIX) or name in shared_names
 
 
 # HAMi's nvidia.com/use-gputype: comma-separated fragments, one of which the card's type must

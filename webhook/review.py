@@ -209,7 +209,7 @@ def validate(
     if subject is None or any(f.action == "deny" for f in findings):
         decision = decide(findings)
     else:
-        decision = _with_quota(request, deps, actions, findings)
+        decision = _with_quota(request, deps, actions, findings, count)
     if constraints.audit_annotations:
         decision = replace(
             decision, audit_annotations={**decision.audit_annotations, **constraints.audit_annotations}
@@ -281,15 +281,17 @@ def _with_quota(
     deps: ReviewDeps,
     actions: frozenset[EnforcementAction],
     findings: list[Finding],
+    count: GpuCount | None = None,
 ) -> Decision:
     gate, quotas = deps.quota_gate, deps.policies.quotas
     if gate is None or not quotas:
         return decide(findings)
-    if deps.quota_unavailable and gate.peek(request, quotas).applies:
+    if deps.quota_unavailable and gate.peek(request, quotas, count).applies:
         return _quota_unavailable(deps, findings, actions)
     try:
         # Only the enforcing review admits, and so reserves; the advisory one only looks.
-        outcome = gate.admit(request, quotas) if "deny" in actions else gate.peek(request, quotas)
+        admit = gate.admit if "deny" in actions else gate.peek
+        outcome = admit(request, quotas, count)
     except ClusterError as e:
         return deny(f"GPU quota cannot be checked right now: {e}", code=503)
     if not outcome.applies:

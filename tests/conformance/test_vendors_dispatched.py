@@ -241,3 +241,12 @@ def test_the_time_slicing_warning_follows_the_allocation_policy(
     outcome = _admit(dispatcher, make_pod("train", namespace_, [res("main", {"nvidia.com/gpu": 2})]))
     assert outcome.allowed, outcome.message
     assert any(said in w for w in outcome.warnings), outcome.warnings
+
+
+@pytest.mark.parametrize("amounts", [{"volcano.sh/vgpu-number": 1}, {"aliyun.com/gpu-mem": 8}])
+def test_nvidia_gpus_through_another_plugin_sidestep_no_sharing_policy(
+    dispatcher: Dispatcher, amounts: dict[str, int]
+) -> None:
+    outcome = _admit(dispatcher, make_pod("other", "example-timeslice", [res("main", amounts)]))
+    assert not outcome.allowed
+    assert "NVIDIA GPUs through" in outcome.message and "shares GPUs here by timeslice" in outcome.message

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from webhook import gpu
+from webhook.accounting import names
 
 PROFILE_CHOICES = [
     # (model, memory MiB, cores %, expected profile)
@@ -67,7 +68,5 @@ def test_mig_resource_names(name: str, parsed: tuple[int, int] | None) -> None:
     ],
 )
 def test_gpu_resource_names(name: str, expected: bool) -> None:
-    assert gpu.is_gpu_resource(name) is expected
-    assert gpu.is_gpu_resource(name, shared_names=["example.com/shared-gpu"]) is (
-        expected or "example" in name
-    )
+    assert names.is_accelerator(name) is expected
+    assert names.is_accelerator(name, ["example.com/shared-gpu"]) is (expected or "example" in name)

@@ -43,6 +43,8 @@ class GpuCount:
     equivalents: Fraction = Fraction(0)
     # The accelerator resources the pod asks for, from every vendor (webhook/vendors.py).
     names: tuple[str, ...] = ()
+    # What the count was read from, for the quota to reuse rather than read the pod again.
+    shape: PodShape | None = field(default=None, compare=False, repr=False)
 
     def as_input(self) -> dict[str, Any]:
         """`input.gpu` for Rego: {"devices": N, "resources": {...}, "names": [...]} or {"error": "..."}."""
@@ -72,6 +74,7 @@ def count_shape(shape: PodShape) -> GpuCount:
         resources={name: _whole(amount) for name, amount in sorted(usage.resources.items())},
         equivalents=usage.gpus,
         names=shape.accelerators(),
+        shape=shape,
     )
 
 

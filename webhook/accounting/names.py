@@ -38,6 +38,15 @@ def gives_nvidia_gpu(name: str) -> bool:
     return found is not None and name in found[0].nvidia_env
 
 
+def other_nvidia_plugin(name: str) -> str | None:
+    """The device plugin that hands out NVIDIA GPUs under its own names (Volcano's vGPU, gpushare),
+    outside NVIDIA's device plugin and HAMi, which the sharing modes themselves drive."""
+    found = vendors.family_of(name)
+    if found is None or found[0] is vendors.NVIDIA or not found[0].nvidia_env:
+        return None
+    return found[0].plugin
+
+
 def vendor(name: str) -> str | None:
     if name == gpu.SHARED_GPU or name.startswith(gpu.MIG_PREFIX):
         return "nvidia"

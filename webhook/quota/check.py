@@ -13,6 +13,7 @@ from fractions import Fraction
 from functools import cached_property
 from typing import Any, Protocol
 
+from webhook.accounting.count import GpuCount
 from webhook.accounting.demand import (
     DEFAULT_SETTINGS,
     PodShape,
@@ -206,8 +207,10 @@ def check_quota(
     quotas: Sequence[GPUQuota],
     state: QuotaView,
     settings: QuotaSettings = DEFAULT_SETTINGS,
+    reading: GpuCount | None = None,
 ) -> QuotaOutcome:
-    """The quota outcome of an admission request: only Pod CREATE can change GPU usage."""
+    """The quota outcome of an admission request: only Pod CREATE can change GPU usage.
+    `reading`: the pod as review() read it for every rule; else it is read here."""
     pod = _created_pod(request)
     if pod is None:
         return NOT_APPLICABLE
@@ -223,7 +226,7 @@ def check_quota(
         dry_run=_dry(request),
     )
     try:
-        shape = pod_shape(pod, state.dra(), namespace)
+        shape = _shape(pod, state, namespace, reading)
     except QuotaInputError as e:
         action = max((q.action for q in matching), key=ACTION_RANK.__getitem__)
         return replace(base, error=str(e), error_action=action)
@@ -234,6 +237,14 @@ def check_quota(
     checks = tuple(_check(q, namespace, counted, state, settings) for q in matching)
     demand = shape_demand(counted, settings)
     return replace(base, shape=shape, demand=demand, checks=_relevant(checks))
+
+
+def _shape(pod: KubeObject, state: QuotaView, namespace: str, reading: GpuCount | None) -> PodShape | None:
+    if reading is None:
+        return pod_shape(pod, state.dra(), namespace)
+    if reading.error is not None:
+        raise QuotaInputError(reading.error)
+    return reading.shape
 
 
 def request_pod_key(request: AdmissionRequest) -> str | None:

@@ -23,6 +23,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from webhook.accounting.count import GpuCount
 from webhook.accounting.demand import DEFAULT_SETTINGS, QuotaSettings
 from webhook.accounting.usage import Usage
 from webhook.cache import ClusterCache
@@ -35,18 +36,27 @@ from webhook.types import AdmissionRequest
 class QuotaGate(Protocol):
     mode: str
 
-    def admit(self, request: AdmissionRequest, quotas: Sequence[GPUQuota]) -> QuotaOutcome: ...
+    def admit(
+        self, request: AdmissionRequest, quotas: Sequence[GPUQuota], reading: GpuCount | None = None
+    ) -> QuotaOutcome: ...
 
-    def peek(self, request: AdmissionRequest, quotas: Sequence[GPUQuota]) -> QuotaOutcome: ...
+    def peek(
+        self, request: AdmissionRequest, quotas: Sequence[GPUQuota], reading: GpuCount | None = None
+    ) -> QuotaOutcome: ...
 
     def release(self, outcome: QuotaOutcome) -> None: ...
 
 
 def peek(
-    cache: ClusterCache, request: AdmissionRequest, quotas: Sequence[GPUQuota], settings: QuotaSettings
+    cache: ClusterCache,
+    request: AdmissionRequest,
+    quotas: Sequence[GPUQuota],
+    settings: QuotaSettings,
+    reading: GpuCount | None = None,
 ) -> QuotaOutcome:
     """The outcome without reserving anything: for advisory reviews, which never admit."""
-    return check_quota(request, quotas, _WithoutOwnReservation(cache, request_pod_key(request)), settings)
+    view = _WithoutOwnReservation(cache, request_pod_key(request))
+    return check_quota(request, quotas, view, settings, reading)
 
 
 class LocalGate:
@@ -59,17 +69,21 @@ class LocalGate:
         self.settings = settings
         self._lock = threading.Lock()
 
-    def admit(self, request: AdmissionRequest, quotas: Sequence[GPUQuota]) -> QuotaOutcome:
+    def admit(
+        self, request: AdmissionRequest, quotas: Sequence[GPUQuota], reading: GpuCount | None = None
+    ) -> QuotaOutcome:
         with self._lock:
             view = _WithoutOwnReservation(self.cache, request_pod_key(request))
-            outcome = check_quota(request, quotas, view, self.settings)
+            outcome = check_quota(request, quotas, view, self.settings, reading)
             key = outcome.reserve_key
             if key is not None and outcome.shape is not None:
                 self.cache.reserve(outcome.namespace, key, outcome.shape, outcome.uid)
             return outcome
 
-    def peek(self, request: AdmissionRequest, quotas: Sequence[GPUQuota]) -> QuotaOutcome:
-        return peek(self.cache, request, quotas, self.settings)
+    def peek(
+        self, request: AdmissionRequest, quotas: Sequence[GPUQuota], reading: GpuCount | None = None
+    ) -> QuotaOutcome:
+        return peek(self.cache, request, quotas, self.settings, reading)
 
     def release(self, outcome: QuotaOutcome) -> None:
         if outcome.reserve_key is not None:
@@ -83,11 +97,15 @@ class LookOnlyGate:
         self._gate = gate
         self.mode = f"{gate.mode}, look only"
 
-    def admit(self, request: AdmissionRequest, quotas: Sequence[GPUQuota]) -> QuotaOutcome:
-        return self._gate.peek(request, quotas)
+    def admit(
+        self, request: AdmissionRequest, quotas: Sequence[GPUQuota], reading: GpuCount | None = None
+    ) -> QuotaOutcome:
+        return self._gate.peek(request, quotas, reading)
 
-    def peek(self, request: AdmissionRequest, quotas: Sequence[GPUQuota]) -> QuotaOutcome:
-        return self._gate.peek(request, quotas)
+    def peek(
+        self, request: AdmissionRequest, quotas: Sequence[GPUQuota], reading: GpuCount | None = None
+    ) -> QuotaOutcome:
+        return self._gate.peek(request, quotas, reading)
 
     def release(self, outcome: QuotaOutcome) -> None:
         """Nothing was reserved."""

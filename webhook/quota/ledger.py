@@ -34,6 +34,7 @@ from typing import Any, Protocol
 import orjson
 
 from webhook import gpu
+from webhook.accounting.count import GpuCount
 from webhook.accounting.demand import DEFAULT_SETTINGS, KaiRequest, PodShape, QuotaSettings, shape_demand
 from webhook.accounting.usage import Usage
 from webhook.cache import ClusterCache
@@ -141,22 +142,27 @@ class LedgerGate:
         self._locks_guard = threading.Lock()
         self.conflicts = 0
 
-    def admit(self, request: AdmissionRequest, quotas: Sequence[GPUQuota]) -> QuotaOutcome:
-        probe = check_quota(request, quotas, self.cache, self.settings)
+    def admit(
+        self, request: AdmissionRequest, quotas: Sequence[GPUQuota], reading: GpuCount | None = None
+    ) -> QuotaOutcome:
+        probe = check_quota(request, quotas, self.cache, self.settings, reading)
+        reading = reading or _reading(probe)
         if not probe.checks:
             return probe  # no quota applies, no GPU asked, or unreadable: nothing to share
         with self._lock(probe.namespace):
             for _ in range(MAX_ATTEMPTS):
-                outcome = self._attempt(request, quotas, probe.namespace)
+                outcome = self._attempt(request, quotas, probe.namespace, reading)
                 if outcome is not None:
                     return outcome
                 self.conflicts += 1
                 time.sleep(self._rand() * 0.005)  # spread out replicas that collided
         raise ClusterError(f"quota ledger of namespace {probe.namespace} stayed contended; try again")
 
-    def peek(self, request: AdmissionRequest, quotas: Sequence[GPUQuota]) -> QuotaOutcome:
+    def peek(
+        self, request: AdmissionRequest, quotas: Sequence[GPUQuota], reading: GpuCount | None = None
+    ) -> QuotaOutcome:
         """Judged on this replica's cache alone; advisory reviews never admit, so no ledger round trip."""
-        return peek(self.cache, request, quotas, self.settings)
+        return peek(self.cache, request, quotas, self.settings, reading)
 
     def release(self, outcome: QuotaOutcome) -> None:
         """Drop an entry whose pod another check refused after all."""
@@ -177,7 +183,7 @@ class LedgerGate:
                     continue
 
     def _attempt(
-        self, request: AdmissionRequest, quotas: Sequence[GPUQuota], namespace: str
+        self, request: AdmissionRequest, quotas: Sequence[GPUQuota], namespace: str, reading: GpuCount | None
     ) -> QuotaOutcome | None:
         """One read-decide-write round; None when another replica wrote first."""
         name = ledger_name(namespace)
@@ -186,7 +192,7 @@ class LedgerGate:
         entries = [e for e in decode(stored.data if stored else {}) if e.expires > now]
         own = request_pod_key(request)
         others = [e for e in entries if e.pod != own]  # a retried create must not count against itself
-        outcome = check_quota(request, quotas, LedgerView(self.cache, others), self.settings)
+        outcome = check_quota(request, quotas, LedgerView(self.cache, others), self.settings, reading)
         key = outcome.reserve_key
         if key is None or outcome.shape is None:
             return outcome
@@ -322,3 +328,8 @@ def _shape(raw: Any) -> PodShape:
         claims=tuple(_claim(c) for c in raw.get("claims") or ()),
         backed=tuple((str(n), int(slices), int(mib)) for n, slices, mib in raw.get("backed") or ()),
     )
+
+
+def _reading(probe: QuotaOutcome) -> GpuCount | None:
+    """The probe's reading of the pod, for every attempt after it (a probe with checks has one)."""
+    return GpuCount(shape=probe.shape) if probe.shape is not None else None

@@ -8,7 +8,7 @@ failurePolicy Ignore, or an object created before the policy).
 from __future__ import annotations
 
 from webhook import gpu, quantity
-from webhook.accounting import kai
+from webhook.accounting import kai, names
 from webhook.accounting.count import GpuCount
 from webhook.accounting.needs import read_needs
 from webhook.accounting.target import PodTarget
@@ -106,8 +106,8 @@ def _container_quantities(container: dict[str, object], shared_names: tuple[str,
     """What is wrong with the container's GPU counts, without naming the container (the caller
     does, only when something is wrong: this runs for every container of every review)."""
     values = resources.sections(container)
-    names = {n for section in values.values() for n in section if gpu.is_gpu_resource(n, shared_names)}
-    for name in sorted(names):
+    asked = {n for section in values.values() for n in section if names.is_accelerator(n, shared_names)}
+    for name in sorted(asked):
         try:
             counts = {s: quantity.parse_count(v[name], name) for s, v in values.items() if name in v}
         except quantity.QuantityError as e:
@@ -175,4 +175,7 @@ def _foreign_share(target: PodTarget, policy: SharingPolicy, shared_names: tuple
                 return f"the MIG slice {name}"
             if mode not in ("timeslice", "mps") and name in (gpu.SHARED_GPU, *shared_names):
                 return f"the shared GPU resource {name}"
+            plugin = names.other_nvidia_plugin(name)
+            if plugin is not None:
+                return f"NVIDIA GPUs through {plugin} ({name})"
     return None

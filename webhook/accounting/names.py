@@ -38,6 +38,16 @@ def gives_nvidia_gpu(name: str) -> bool:
     return found is not None and name in found[0].nvidia_env
 
 
+def mig_profile(name: str) -> gpu.MigProfile | None:
+    """The MIG profile a resource name asks for (a `.shared` replica included), or None."""
+    return gpu.parse_mig_resource(name)
+
+
+def is_mig(name: str) -> bool:
+    """Any name in the MIG namespace, known profile or not (the quota refuses unknown ones)."""
+    return name.startswith(gpu.MIG_PREFIX)
+
+
 def other_nvidia_plugin(name: str) -> str | None:
     """The device plugin that hands out NVIDIA GPUs under its own names (Volcano's vGPU, gpushare),
     outside NVIDIA's device plugin and HAMi, which the sharing modes themselves drive."""

@@ -53,9 +53,12 @@ def requested_kind(
 ) -> tuple[str, int] | None:
     """What the (already rewritten) pod asks for: a MIG profile, whole GPUs, or a share."""
     demand = {name: count for name, count in pod_demand(target, shared_names).items() if count > 0}
-    mig = sorted(name for name in demand if name.startswith(gpu.MIG_PREFIX))
-    if mig:
-        return MIG + mig[0].removeprefix(gpu.MIG_PREFIX), demand[mig[0]]
+    slices = sorted(
+        (name, p) for name in demand if (p := names.mig_profile(name)) is not None and not p.shared
+    )
+    if slices:
+        name, profile = slices[0]
+        return MIG + profile.name.replace("+", "."), demand[name]
     if mode == "exclusive":
         return (WHOLE, demand[gpu.GPU]) if demand.get(gpu.GPU) else None
     kai = names.asks_kai_share(target.annotations)

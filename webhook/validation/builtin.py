@@ -171,7 +171,7 @@ def _foreign_share(target: PodTarget, policy: SharingPolicy, shared_names: tuple
             return f"a KAI GPU fraction ({', '.join(kai)})"
     for _, container in target.containers():
         for name in sorted({n for section in resources.sections(container).values() for n in section}):
-            if mode != "mig" and gpu.is_mig_resource(name):
+            if mode != "mig" and names.is_mig(name):
                 return f"the MIG slice {name}"
             if mode not in ("timeslice", "mps") and name in (gpu.SHARED_GPU, *shared_names):
                 return f"the shared GPU resource {name}"

@@ -7,7 +7,7 @@ Where GPUs are shared and opting out is not allowed, a pod that asks for a whole
 
 from __future__ import annotations
 
-from webhook import gpu
+from webhook.accounting import names
 from webhook.accounting.count import GpuCount, count_gpus
 from webhook.accounting.needs import PodNeeds
 from webhook.accounting.target import PodTarget
@@ -53,5 +53,5 @@ def _slice_memory(target: PodTarget) -> list[int]:
     found = []
     for _, container in target.containers():
         for section in resources.sections(container).values():
-            found += [p.memory_gib * 1024 for n in section if (p := gpu.parse_mig_resource(n)) is not None]
+            found += [p.memory_gib * 1024 for n in section if (p := names.mig_profile(n)) is not None]
     return found

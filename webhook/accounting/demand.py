@@ -1,10 +1,12 @@
-"""What one pod asks of a GPU quota. Pure.
+"""What one pod asks of a GPU quota, from every vendor. Pure.
 
 Two steps, so the cluster cache can keep the small first result and apply the
 (cached) second one with any settings:
 
 - `pod_shape(pod)` reads the GPU-relevant part of a pod: the extended resources of
   each container and KAI's annotations. Invalid values raise QuotaInputError.
+  Each resource name is read through the vendor catalog (webhook/vendors.py): a
+  device count, a memory or compute share of each device, a MIG slice.
 - `shape_demand(shape, settings)` turns a shape into a Usage. It follows the way
   Kubernetes computes a pod's effective request, per resource:
   `max(sum over app containers, max over init containers)`, where a native sidecar
@@ -56,8 +58,8 @@ class QuotaSettings:
     card_memory_mib: memory of one whole card, for HAMi and KAI shares and for whole GPUs.
         Unknown (None): shares given only as memory count as a whole GPU, and whole GPUs
         add no memory.
-    hami_default_gpus: the GPU count HAMi assumes when a container sets gpumem or gpucores
-        without `nvidia.com/gpu`.
+    hami_default_gpus: the device count HAMi (and every family that shares devices by memory
+        or compute) assumes when a container sets a share without a count.
     """
 
     whole_gpu_weight: Fraction = Fraction(1)

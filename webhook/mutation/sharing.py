@@ -113,19 +113,32 @@ def mig(target: PodTarget, context: MutationContext) -> bool:
 def _slices_for_many(
     target: PodTarget, container: dict[str, Any], count: int, context: MutationContext
 ) -> bool:
-    """The policy's multiGpu rule for a container asking for several GPUs: a CUDA process sees
-    one MIG device, so N slices break tensor-parallel and NCCL jobs unless asked for on purpose."""
-    rule = context.policy.sharing.multi_gpu
-    who = target.describe_container(container)
+    """A CUDA process sees one MIG device, so N slices break tensor-parallel and NCCL jobs unless
+    asked for on purpose."""
+    return _multi_gpu(
+        target,
+        container,
+        count,
+        context,
+        denied="; a process sees only one MIG slice, and policy {policy} denies multi-GPU containers",
+        sliced=": {count} MIG slices, as the policy allows; each process sees one",
+        whole=" keeps {count} whole GPUs: a process sees only one MIG slice",
+    )
+
+
+def _multi_gpu(
+    target: PodTarget, container: dict[str, Any], count: int, context: MutationContext, **said: str
+) -> bool:
+    """The policy's multiGpu rule for a container asking for several GPUs, each outcome said in the
+    mode's words (`denied`, `sliced`, `whole`); True: share (slice) them."""
+    rule, who, policy = context.policy.sharing.multi_gpu, target.describe_container(container), context.policy
+    words = {key: text.format(count=count, policy=policy.name) for key, text in said.items()}
     if rule == "deny":
-        raise AdmissionDenied(
-            f"{who} asks for {count} GPUs; a process sees only one MIG slice, and policy "
-            f"{context.policy.name} denies multi-GPU containers (multiGpu: deny)"
-        )
+        raise AdmissionDenied(f"{who} asks for {count} GPUs{words['denied']} (multiGpu: deny)")
     if rule == "slices":
-        context.warn(f"{who}: {count} MIG slices, as the policy allows; each process sees one")
+        context.warn(f"{who}{words['sliced']} (multiGpu: slices)")
         return True
-    context.warn(f"{who} keeps {count} whole GPUs: a process sees only one MIG slice (multiGpu: wholeGpus)")
+    context.warn(f"{who}{words['whole']} (multiGpu: wholeGpus)")
     return False
 
 
@@ -189,20 +202,18 @@ def _hami_cap(memory: int | None, cores: int | None) -> str:
 def _share_many(
     target: PodTarget, container: dict[str, Any], count: int, context: MutationContext, share: str
 ) -> bool:
-    """The policy's multiGpu rule where HAMi or KAI would share each of several GPUs: a training
-    job that asked for whole GPUs must not shrink without a word. True: share them."""
-    rule, who = context.policy.sharing.multi_gpu, target.describe_container(container)
+    """Where HAMi or KAI would share each of several GPUs: a training job that asked for whole GPUs
+    must not shrink without a word."""
     mode = context.policy.sharing.mode
-    if rule == "deny":
-        raise AdmissionDenied(
-            f"{who} asks for {count} GPUs, and policy {context.policy.name} denies sharing a "
-            f"multi-GPU container by {mode} (multiGpu: deny)"
-        )
-    if rule == "wholeGpus":
-        context.warn(f"{who} keeps {count} whole GPUs, unshared by {mode} (multiGpu: wholeGpus)")
-        return False
-    context.warn(f"{who}: each of its {count} GPUs is shared by {mode}, capped at {share} (multiGpu: slices)")
-    return True
+    return _multi_gpu(
+        target,
+        container,
+        count,
+        context,
+        denied=f", and policy {{policy}} denies sharing a multi-GPU container by {mode}",
+        sliced=f": each of its {{count}} GPUs is shared by {mode}, capped at {share}",
+        whole=f" keeps {{count}} whole GPUs, unshared by {mode}",
+    )
 
 
 def _keeps_other_scheduler(target: PodTarget, context: MutationContext) -> bool:

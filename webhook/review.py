@@ -186,8 +186,10 @@ def validate(
 ) -> Decision:
     """Built-in GPU checks, then Gatekeeper constraints (any kind), then quota, which comes last so
     that a pod is counted only once nothing else refuses it."""
-    if request["operation"] not in ("CREATE", "UPDATE") or skipped(request, deps.settings):
+    if request["operation"] not in ("CREATE", "UPDATE"):
         return ALLOW
+    if skipped(request, deps.settings):
+        return _unjudged(request, deps)
     try:
         reviewed = reviewed_pod(request, deps)
     except ShapeError as e:
@@ -215,6 +217,16 @@ def validate(
             decision, audit_annotations={**decision.audit_annotations, **constraints.audit_annotations}
         )
     return replace(decision, gpus=count.equivalents) if count is not None and decision.allowed else decision
+
+
+def _unjudged(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
+    """A request no rule judges (an exempt namespace, our own, a mirror pod) is allowed; a GPU pod
+    it creates still tells the audit record what it holds, so reports count every GPU admitted."""
+    target = pod_target(request.get("object")) if request["operation"] == "CREATE" else None
+    if target is None or target.kind != "Pod" or not _asks_by_name(target, deps.policies.shared_names):
+        return ALLOW
+    count = count_gpus(target.pod, deps.dra, request.get("namespace") or "")
+    return replace(ALLOW, gpus=count.equivalents) if count.error is None else ALLOW
 
 
 def _is_claim(request: AdmissionRequest) -> bool:

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.audit.logs import entry
+from tests.audit.logs import START, entry, request
+from tests.support.pods import make_pod, res
+from webhook.audit.record import decision_record
 from webhook.decision import ALLOW, Decision, deny, failure_decision
+from webhook.policy.model import PolicySet
+from webhook.review import ReviewDeps, review
 
 CASES: list[tuple[str, Decision, str, str | None]] = [
     ("a reviewed allow", ALLOW, "allowed", None),
@@ -38,3 +42,35 @@ def test_an_answer_without_a_review_is_marked_in_its_record(
     record = entry("uid-1", decision)
     assert record["decision"] == outcome
     assert record.get("unreviewed") == unreviewed
+
+
+# The record's "gpus" is the count review() read for every rule: whichever vendor, and in an exempt
+# namespace too (nothing judges the pod there, but reports still count what it holds).
+GPUS_RECORDED = [
+    ("a reviewed NVIDIA pod", "team-a", {"nvidia.com/gpu": 2}, 2.0),
+    ("another vendor's devices", "team-a", {"amd.com/gpu": 3}, 3.0),
+    ("a MIG slice", "team-a", {"nvidia.com/mig-3g.40gb": 1}, round(3 / 7, 4)),
+    ("an exempt namespace", "gpu-operator", {"nvidia.com/gpu": 1}, 1.0),
+    ("a pod without accelerators", "team-a", {"cpu": 1}, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "namespace", "amounts", "gpus"), GPUS_RECORDED, ids=[c[0] for c in GPUS_RECORDED]
+)
+def test_the_record_counts_what_review_read(
+    case: str, namespace: str, amounts: dict[str, int], gpus: float | None
+) -> None:
+    pod = make_pod("trainer", namespace, [res("main", amounts)])
+    admission = request("uid-1", namespace=namespace, obj=pod)
+    decision = review(admission, "validate", ReviewDeps(policies=PolicySet()))
+    record = decision_record(
+        admission,
+        decision,
+        endpoint="validate",
+        latency_ms=1.0,
+        now=START,
+        instance="t/1",
+        policy_version="v",
+    )
+    assert record.get("gpus") == gpus, case

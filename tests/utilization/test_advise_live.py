@@ -51,8 +51,9 @@ def test_idle_namespaces_are_singled_out_and_busy_work_is_left_alone(fleet: Flee
     }
     assert fits == {
         "research": ("mig 1g.5gb", 2.0, round(2 - 2 / 7, 3)),  # two idle A100-40GB notebooks
-        "sandbox": ("mig 1g.10gb", 0.5, round(1 / 2 - 1 / 7, 3)),  # an idle 3g.40gb instance, right-sized
-        "inference": ("mig 2g.20gb", 1.0, round(1 - 1 / 3, 3)),  # 20% of an H100, 12 GiB
+        # A slice is its compute slices over the card's seven, as GPUQuota counts it.
+        "sandbox": ("mig 1g.10gb", round(3 / 7, 3), round(3 / 7 - 1 / 7, 3)),  # an idle 3g.40gb, right-sized
+        "inference": ("mig 2g.20gb", 1.0, round(1 - 2 / 7, 3)),  # 20% of an H100, 12 GiB
     }
     training = next(n for n in found.namespaces if n.namespace == BUSY_NAMESPACE)
     assert {w.workload.describe(): w.state for w in training.workloads} == {

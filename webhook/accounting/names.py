@@ -7,7 +7,7 @@ replicas), and every family of the vendor catalog (webhook/vendors.py).
 
 from __future__ import annotations
 
-import functools
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -17,25 +17,19 @@ from webhook import gpu, vendors
 KAI_ANNOTATIONS = gpu.KAI_ANNOTATIONS
 
 
-@functools.lru_cache(maxsize=4096)
-def _known(name: str) -> bool:
-    return name == gpu.SHARED_GPU or name.startswith(gpu.MIG_PREFIX) or vendors.family_of(name) is not None
-
-
 def is_accelerator(name: str, extra: Iterable[str] = ()) -> bool:
     """A resource that gives a container accelerator devices (or a share of one); `extra` are
     names a cluster adds (a policy's shared resource name, `extraGpuResources`)."""
-    return _known(name) or name in extra
+    # Asked of every resource of every container the cluster creates: set lookups first.
+    if name in _EXACT or name in extra:
+        return True
+    return "/" in name and (name.startswith(gpu.MIG_PREFIX) or _PATTERN.fullmatch(name) is not None)
 
 
-@functools.lru_cache(maxsize=4096)
 def gives_nvidia_gpu(name: str) -> bool:
     """A resource whose device plugin hands the container an NVIDIA GPU with its own
     NVIDIA_VISIBLE_DEVICES: NVIDIA's own names, HAMi's, Volcano's vGPU and gpushare's."""
-    if name == gpu.SHARED_GPU or name.startswith(gpu.MIG_PREFIX):
-        return True
-    found = vendors.family_of(name)
-    return found is not None and name in found[0].nvidia_env
+    return name in _NVIDIA_ENV or name.startswith(gpu.MIG_PREFIX)
 
 
 def mig_profile(name: str) -> gpu.MigProfile | None:
@@ -77,6 +71,13 @@ def exact_names() -> tuple[str, ...]:
     """Every accelerator resource the catalog names exactly, sorted."""
     listed = {gpu.SHARED_GPU, *(name for family in vendors.FAMILIES for name in family.names())}
     return tuple(sorted(listed))
+
+
+_EXACT = frozenset(exact_names())
+_PATTERN = re.compile("|".join(f"(?:{p.regex.pattern})" for p in vendors.PATTERNS))
+_NVIDIA_ENV = frozenset(
+    {gpu.SHARED_GPU, *(name for family in vendors.FAMILIES for name in family.nvidia_env)}
+)
 
 
 def cel_name_test(variable: str) -> str:

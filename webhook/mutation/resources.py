@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,21 +86,20 @@ def drop(container: dict[str, Any], name: str) -> bool:
 
 def uses_gpu(container: dict[str, Any], shared_names: tuple[str, ...] = ()) -> bool:
     """Any accelerator resource, from any vendor's device plugin."""
-    return _any_name(container, lambda name: names.is_accelerator(name, shared_names))
+    # Asked of every container of every review (is_gpu_pod, the checkpoint): no dict of sections here.
+    return any(names.is_accelerator(name, shared_names) for name in _names(container))
 
 
 def uses_nvidia_gpu(container: dict[str, Any], shared_names: tuple[str, ...] = ()) -> bool:
     """A resource whose device plugin gives the container an NVIDIA GPU (and its environment)."""
-    return _any_name(container, lambda name: names.gives_nvidia_gpu(name) or name in shared_names)
+    return any(names.gives_nvidia_gpu(name) or name in shared_names for name in _names(container))
 
 
-def _any_name(container: dict[str, Any], test: Callable[[str], bool]) -> bool:
-    # Asked of every container of every review (is_gpu_pod, the checkpoint): no dict of sections here.
+def _names(container: dict[str, Any]) -> Iterator[str]:
     resources = container.get("resources")
     if not isinstance(resources, dict):
-        return False
+        return
     for section in SECTIONS:
         values = resources.get(section)
-        if isinstance(values, dict) and any(isinstance(name, str) and test(name) for name in values):
-            return True
-    return False
+        if isinstance(values, dict):
+            yield from (name for name in values if isinstance(name, str))

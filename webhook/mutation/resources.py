@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,20 +86,29 @@ def drop(container: dict[str, Any], name: str) -> bool:
 
 def uses_gpu(container: dict[str, Any], shared_names: tuple[str, ...] = ()) -> bool:
     """Any accelerator resource, from any vendor's device plugin."""
-    # Asked of every container of every review (is_gpu_pod, the checkpoint): no dict of sections here.
-    return any(names.is_accelerator(name, shared_names) for name in _names(container))
+    return _any_name(container, names.is_accelerator, shared_names)
 
 
 def uses_nvidia_gpu(container: dict[str, Any], shared_names: tuple[str, ...] = ()) -> bool:
     """A resource whose device plugin gives the container an NVIDIA GPU (and its environment)."""
-    return any(names.gives_nvidia_gpu(name) or name in shared_names for name in _names(container))
+    return _any_name(container, _nvidia, shared_names)
 
 
-def _names(container: dict[str, Any]) -> Iterator[str]:
+def _nvidia(name: str, shared_names: tuple[str, ...]) -> bool:
+    return names.gives_nvidia_gpu(name) or name in shared_names
+
+
+def _any_name(
+    container: dict[str, Any], test: Callable[[str, tuple[str, ...]], bool], shared_names: tuple[str, ...]
+) -> bool:
+    # Asked of every container of every review (is_gpu_pod, void, the checkpoint): plain loops.
     resources = container.get("resources")
     if not isinstance(resources, dict):
-        return
+        return False
     for section in SECTIONS:
         values = resources.get(section)
         if isinstance(values, dict):
-            yield from (name for name in values if isinstance(name, str))
+            for name in values:
+                if test(name, shared_names):
+                    return True
+    return False

@@ -103,6 +103,13 @@ def fitting_profile(model: str, memory_mib: int, cores_percent: int | None = Non
     return min(candidates, key=lambda p: (p.memory_mib, p.slices), default=None)
 
 
+def real_memory_mib(model: str, profile: MigProfile) -> int:
+    """The slice's real MiB on `model` (go-nvml's tables, webhook/migtable.py); the name's nominal
+    size where the model has no such profile."""
+    found = next((p for p in MIG_PROFILES.get(model, ()) if p.name == profile.name), None)
+    return found.memory_mib if found is not None else profile.memory_mib
+
+
 def largest_profile(model: str) -> MigProfile:
     return max((p for p in MIG_PROFILES[model] if p.plain), key=lambda p: (p.memory_mib, p.slices))
 

@@ -213,6 +213,15 @@ DEMANDS: list[tuple[str, list[dict[str, Any]], QuotaSettings, Fraction, int, int
         20480,
     ),
     (
+        # go-nvml pkg/nvml/mock/gpus (webhook/migtable.py): A100-80GB's 1g.10gb holds 9,856 MiB.
+        "a MIG slice counts its real memory on the quota's card",
+        [res("a", {"nvidia.com/mig-1g.10gb": 2})],
+        QuotaSettings(gpu_model="A100-80GB"),
+        Fraction(2, 7),
+        2,
+        2 * 9856,
+    ),
+    (
         "a shared MIG slice as replicas where the quota says so",
         [res("a", {"nvidia.com/mig-1g.10gb.shared": 2})],
         QuotaSettings(shared_replicas=(("nvidia.com/mig-1g.10gb.shared", 2),)),

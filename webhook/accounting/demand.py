@@ -58,6 +58,8 @@ class QuotaSettings:
     card_memory_mib: memory of one whole card, for HAMi and KAI shares and for whole GPUs.
         Unknown (None): shares given only as memory count as a whole GPU, and whole GPUs
         add no memory.
+    gpu_model: the card model, when the quota names one: a MIG slice then counts the memory it
+        really has on that card (A100-80GB's 1g.10gb is 9,856 MiB), not its name's size.
     hami_default_gpus: the device count HAMi (and every family that shares devices by memory
         or compute) assumes when a container sets a share without a count.
     """
@@ -67,6 +69,7 @@ class QuotaSettings:
     shared_replicas: tuple[tuple[str, int], ...] = ((gpu.SHARED_GPU, DEFAULT_SHARED_REPLICAS),)
     card_memory_mib: int | None = None
     hami_default_gpus: int = 1
+    gpu_model: str | None = None  # the card (accounting.gpuModel): MIG slices count their real MiB
 
     def replicas(self, resource: str) -> int | None:
         return dict(self.shared_replicas).get(resource)
@@ -301,7 +304,8 @@ def _add_mig(
 ) -> None:
     """A MIG slice; a `.shared` slice is one of the replicas the device plugin time-slices it into,
     counted as 1/replicas of the slice where sharedReplicas names it, else as the whole slice."""
-    _add_slices(vector, name, count, (profile.slices, profile.memory_mib), settings)
+    memory = gpu.real_memory_mib(settings.gpu_model, profile) if settings.gpu_model else profile.memory_mib
+    _add_slices(vector, name, count, (profile.slices, memory), settings)
     replicas = settings.replicas(name) if profile.shared else None
     if replicas:
         for dimension in (_GPUS, _MEMORY):

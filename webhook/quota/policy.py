@@ -258,6 +258,7 @@ class _Parser:
                     settings,
                     card_memory_mib=gpu.model_memory_mib(model),
                     mig_slices_per_gpu=gpu.model_slices(model),  # 4 on A30 and RTX PRO 6000
+                    gpu_model=model,
                 )
         card = self.memory(raw.get("cardMemory"), "spec.accounting.cardMemory")
         if card is not None and model is not None:

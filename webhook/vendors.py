@@ -47,16 +47,17 @@ class Family:
     maybe_shared: bool = False
     weight: Fraction = Fraction(1)  # GPU-equivalents of one device (0: access for monitoring only)
 
-    def names(self) -> tuple[str, ...]:
-        return tuple(n for n in (self.count, self.memory, self.percent, self.cores) if n)
+    def parts(self) -> tuple[tuple[str, Part], ...]:
+        named: tuple[tuple[str, Part], ...] = (
+            (self.count, "count"),
+            (self.memory, "memory"),
+            (self.percent, "percent"),
+            (self.cores, "cores"),
+        )
+        return tuple((name, part) for name, part in named if name)
 
-    def part(self, name: str) -> Part | None:
-        if not name:
-            return None
-        parts: dict[str, Part] = {self.count: "count", self.memory: "memory", self.percent: "percent"}
-        parts[self.cores] = "cores"
-        parts.pop("", None)
-        return parts.get(name)
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.parts())
 
 
 _NVIDIA_PLUGIN = "NVIDIA/k8s-device-plugin api/config/v1/resources.go, internal/rm/rm.go"
@@ -247,24 +248,23 @@ PATTERNS: tuple[Pattern, ...] = (
 )
 
 
+_INDEX: dict[str, tuple[Family, Part]] = {
+    name: (family, part) for family in FAMILIES for name, part in family.parts()
+}
+
+
 @functools.lru_cache(maxsize=1024)
 def family_of(name: str) -> tuple[Family, Part] | None:
     """The family a resource name belongs to and its part in it; None for names of no accelerator."""
-    for family in FAMILIES:
-        part = family.part(name)
-        if part is not None:
-            return family, part
+    found = _INDEX.get(name)
+    if found is not None:
+        return found
     for pattern in PATTERNS:
-        found = _pattern_family(pattern, name)
-        if found is not None:
-            return found
+        if pattern.regex.fullmatch(name):
+            return Family(
+                pattern.vendor, pattern.plugin, pattern.source, count=name, maybe_shared=True
+            ), "count"
     return None
-
-
-def _pattern_family(pattern: Pattern, name: str) -> tuple[Family, Part] | None:
-    if not pattern.regex.fullmatch(name):
-        return None
-    return Family(pattern.vendor, pattern.plugin, pattern.source, count=name, maybe_shared=True), "count"
 
 
 def vendor_of(name: str) -> str | None:

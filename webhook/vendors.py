@@ -109,8 +109,11 @@ def _whole(vendor: str, plugin: str, source: str, count: str, *, shared: bool = 
 
 FAMILIES: tuple[Family, ...] = (
     NVIDIA,
-    # NVIDIA GPUs under other plugins' names: the variable comes only with the device count
-    # (vgpu-number: pkg/plugin/server.go Allocate answers memory and cores with nothing).
+    # NVIDIA GPUs under other plugins' names. The variable comes with the device count
+    # (vgpu-number; pkg/plugin/server.go Allocate answers memory and cores with nothing), and a
+    # container that asks memory or cores alone is given the default count (defaultGPUNum: 1,
+    # values.yaml), as HAMi's webhook does for its own names: every name keeps the environment,
+    # since `void` on a container that does get a vGPU would take the GPU away.
     Family(
         "nvidia",
         "volcano-vgpu-device-plugin",
@@ -119,7 +122,12 @@ FAMILIES: tuple[Family, ...] = (
         memory="volcano.sh/vgpu-memory",
         percent="volcano.sh/vgpu-memory-percentage",
         cores="volcano.sh/vgpu-cores",
-        nvidia_env=("volcano.sh/vgpu-number",),
+        nvidia_env=(
+            "volcano.sh/vgpu-number",
+            "volcano.sh/vgpu-memory",
+            "volcano.sh/vgpu-memory-percentage",
+            "volcano.sh/vgpu-cores",
+        ),
     ),
     # gpu-mem is the plugin's resource, in GiB by default (--memory-unit, cmd/nvidia/main.go);
     # gpu-count is the node capacity the plugin patches, which the scheduler extender reads.

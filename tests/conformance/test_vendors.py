@@ -268,8 +268,9 @@ VOID = [
     ({"nvidia.com/mig-1g.10gb.shared": 1}, False),
     ({"volcano.sh/vgpu-number": 1, "volcano.sh/vgpu-memory": 4096}, False),
     ({"aliyun.com/gpu-mem": 4}, False),
-    # Volcano answers memory and cores alone with an empty Allocate response.
-    ({"volcano.sh/vgpu-memory": 4096}, True),
+    # Volcano's scheduler gives a memory-only ask its default count (defaultGPUNum), so it keeps
+    # the environment too: void there would take away the vGPU it does get.
+    ({"volcano.sh/vgpu-memory": 4096}, False),
     ({"amd.com/gpu": 1}, True),
     ({"gpu.intel.com/i915": 1}, True),
     ({"huawei.com/Ascend910B3": 1}, True),

@@ -43,6 +43,9 @@ TIMESLICE_PACKED = sharing_policy(
     "match: {namespaces: [packed]}\nsharing: {mode: timeslice, sharedDevicesAllocationPolicy: packed}",
     name="packed",
 )
+CAPPED = sharing_policy(
+    "match: {namespaces: [capped]}\nsharing: {mode: timeslice, maxGpusPerPod: 2}", name="capped"
+)
 HAMI_DENY = sharing_policy(
     "match: {namespaces: [hami-deny]}\nsharing: {mode: hami, defaultMemory: 20Gi, multiGpu: deny}",
     name="hami-deny",
@@ -53,7 +56,7 @@ HAMI_DENY = sharing_policy(
 def dispatcher() -> Iterator[Dispatcher]:
     bundled = load_directory(BUNDLED_POLICIES)
     policies = dataclasses.replace(
-        bundled, sharing=(*bundled.sharing, TIMESLICE_PACKED, HAMI_DENY), quotas=QUOTAS
+        bundled, sharing=(*bundled.sharing, TIMESLICE_PACKED, HAMI_DENY, CAPPED), quotas=QUOTAS
     )
     with installed(offline_deps(policies, INVENTORY)) as dispatcher:
         yield dispatcher
@@ -199,6 +202,14 @@ def test_placement_hints_and_the_quota_count_a_sidecar_then_init_pod_alike() -> 
     target = pod_target(pod)
     assert target is not None
     assert pod_demand(target) == {slice_: 3} == dict(count_gpus(pod).resources)
+
+
+# A DeviceClass serves example.com/big-gpu (EXISTING): its devices are GPUs to the policy's cap too.
+@pytest.mark.parametrize("name", ["example.com/big-gpu", "amd.com/gpu"])
+def test_a_policys_max_gpus_per_pod_counts_what_the_quota_counts(dispatcher: Dispatcher, name: str) -> None:
+    outcome = _admit(dispatcher, dra_pod("capped", namespace="capped", limits={name: "3"}))
+    assert not outcome.allowed
+    assert "asks for 3 GPUs; at most 2 per pod (policy capped)" in outcome.message, outcome.message
 
 
 def test_max_per_pod_counts_an_extended_resource_a_gpu_device_class_serves(dispatcher: Dispatcher) -> None:

@@ -43,7 +43,7 @@ class Family:
     nvidia_env: tuple[str, ...] = ()
     # Device plugins that can advertise N shares of a device under the device's own name (Intel's
     # -shared-dev-num, AMD's partitions, Ascend's vNPUs): a unit is a whole device unless the quota's
-    # sharedReplicas says how many units make one.
+    # sharedReplicas says how many units make one. docs/vendors.md tells users which (a test holds it).
     maybe_shared: bool = False
     weight: Fraction = Fraction(1)  # GPU-equivalents of one device (0: access for monitoring only)
 

@@ -7,6 +7,8 @@ DEV_CERTS := certs/dev
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 
 PORT ?= 8443
+# `make run` records every decision here (git-ignored); `make clean` removes it.
+AUDIT_LOG ?= .run/audit.log
 
 .PHONY: run test lint typecheck unit fuzz soak clean policies-configmap
 
@@ -20,7 +22,7 @@ $(STAMP): pyproject.toml
 $(DEV_CERTS)/tls.crt: | $(STAMP)
 	$(BIN)/gpu-webhook certs generate --out $(DEV_CERTS) --service gpu-webhook --namespace gpu-system --force
 
-# `make run PORT=9443` serves on another port.
+# `make run PORT=9443` serves on another port; `make run AUDIT_LOG=FILE` records elsewhere.
 run: $(STAMP) $(DEV_CERTS)/tls.crt
 	@echo
 	@echo "gpu-webhook is starting on https://127.0.0.1:$(PORT) with the policies in policies/."
@@ -29,7 +31,11 @@ run: $(STAMP) $(DEV_CERTS)/tls.crt
 	@echo "  curl --cacert $(DEV_CERTS)/ca.crt -H 'Content-Type: application/json' \\"
 	@echo "       --data @examples/review-gpu-pod.json https://127.0.0.1:$(PORT)/mutate"
 	@echo
-	$(BIN)/gpu-webhook serve --port $(PORT)
+	@echo "Every decision is recorded in $(AUDIT_LOG). Read the latest (-f follows new ones):"
+	@echo
+	@echo "  $(BIN)/gpu-webhook audit tail $(AUDIT_LOG)"
+	@echo
+	$(BIN)/gpu-webhook serve --port $(PORT) --audit-log $(AUDIT_LOG)
 
 test: lint typecheck unit
 
@@ -64,4 +70,4 @@ soak: $(STAMP)
 	$(BIN)/python bench/soak.py --seconds $(SOAK_SECONDS)
 
 clean:
-	rm -rf $(VENV) $(DEV_CERTS) .mypy_cache .ruff_cache .pytest_cache .hypothesis .import_linter_cache
+	rm -rf $(VENV) $(DEV_CERTS) .run .mypy_cache .ruff_cache .pytest_cache .hypothesis .import_linter_cache

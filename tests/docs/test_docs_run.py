@@ -92,6 +92,8 @@ def _sandbox(root: Path, page_blocks: list[Block]) -> Path:
     journal.append(sample())
     journal.checkpoint()
     journal.close()
+    (root / ".run").mkdir()
+    shutil.copy(root / "audit.log", root / ".run" / "audit.log")  # what `make run` (not run) records
     if not any("certs generate --out ./tls" in c for block in page_blocks for c in block.commands()):
         certs.generate(root / "tls", "gpu-webhook", "gpu-system", days=30)  # an install's certificates
     write_log(root / "other.log", [entry("x", minute=1)])

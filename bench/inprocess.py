@@ -38,7 +38,9 @@ def _deps(policies: Path) -> Any:
         from webhook.offline import offline_deps
     except ImportError:  # the code before offline_deps moved there
         from webhook.commands.common import offline_deps  # type: ignore[attr-defined,no-redef,unused-ignore]
-    return offline_deps(policies, EMPTY)
+    from webhook.policy.loader import load_directory
+
+    return offline_deps(load_directory(policies), EMPTY)
 
 
 def _trivial(body: bytes) -> bytes:

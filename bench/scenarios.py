@@ -46,8 +46,9 @@ def mutated(obj: dict[str, Any]) -> dict[str, Any]:
     """The pod as kube-apiserver stores it after our /mutate, with the benchmark's sharing policies."""
     from webhook.inventory import EMPTY
     from webhook.offline import Identity, offline_deps, request_for, run
+    from webhook.policy.loader import load_directory
 
-    deps = offline_deps(BENCH_POLICIES, EMPTY)
+    deps = offline_deps(load_directory(BENCH_POLICIES), EMPTY)
     return dict(run(request_for(obj, namespace=None, identity=Identity()), deps).object)
 
 

@@ -22,6 +22,7 @@ from webhook.errors import ConfigError, PolicyError
 from webhook.policy.loader import NOT_POLICIES, POLICY_SUFFIXES, load_sources
 from webhook.policy.model import PolicySet
 from webhook.policy.source import YamlError, parse_documents
+from webhook.policy.sources import bundle_directory
 
 BUNDLE_PREFIX = "security"
 KEY_SEPARATOR = "__"
@@ -30,11 +31,7 @@ TEST_SUFFIXES = (".test.yaml", ".test.yml")
 CONFIGMAP_FILE = Path("manifests/base/policies-configmap.yaml")
 REGENERATE = "make policies-configmap"
 _CONFIGMAP_KEY = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
-_PACKAGE = Path(__file__).resolve().parent
-_PACKAGED_BUNDLE = _PACKAGE / "security_policies"
-_CHECKOUT = _PACKAGE.parent
-_CHECKOUT_BUNDLE = _CHECKOUT / "policies" / "security"
-_CHECKOUT_EXAMPLES = _CHECKOUT / "policies" / "examples"
+_CHECKOUT_EXAMPLES = Path(__file__).resolve().parents[1] / "policies" / "examples"
 
 
 @dataclass
@@ -52,17 +49,6 @@ class Shipment:
             )
         self.data[key] = _read_text(path)
         self.origins[key] = path
-
-
-def bundle_directory() -> Path:
-    """The default security bundle: packaged with the wheel (a symlink in a checkout), or the checkout's."""
-    for candidate in (_PACKAGED_BUNDLE, _CHECKOUT_BUNDLE):
-        if candidate.is_dir() and any(candidate.rglob("*.yaml")):
-            return candidate
-    raise ConfigError(
-        f"the security bundle is missing from this installation; looked in {_PACKAGED_BUNDLE} "
-        f"and {_CHECKOUT_BUNDLE}"
-    )
 
 
 def ship(directories: Sequence[Path], *, bundle: bool = True) -> Shipment:

@@ -24,6 +24,7 @@ from webhook.config import (
     Settings,
 )
 from webhook.errors import ConfigError, WebhookError
+from webhook.policy.sources import PolicySources, resolve
 from webhook.utilization.options import add_serve_options, serve_settings
 
 ENV_PREFIX = "GPU_WEBHOOK_"
@@ -32,6 +33,8 @@ Command = Callable[[argparse.Namespace], int]
 
 # A reader that closed the pipe (`gpu-webhook … | head`) ends the command as SIGPIPE would.
 EXIT_CLOSED_PIPE = 128 + 13
+EXIT_INTERNAL = 70  # sysexits' EX_SOFTWARE: a defect of ours, not of the input
+TRACEBACK_VARIABLE = "GPU_WEBHOOK_TRACEBACK"
 
 
 class Parser(argparse.ArgumentParser):
@@ -71,6 +74,27 @@ def _main(argv: Sequence[str] | None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except OSError as e:
+        print(f"gpu-webhook: {describe_os_error(e)}", file=sys.stderr)
+        return 2
+    except Exception as e:  # the last net: one line, never a traceback, unless asked for
+        if os.environ.get(TRACEBACK_VARIABLE):
+            raise
+        print(
+            f"gpu-webhook: unexpected {type(e).__name__}: {e} (set {TRACEBACK_VARIABLE}=1 for the traceback)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
+
+
+def describe_os_error(error: OSError) -> str:
+    """`PATH: reason`, the way shell tools say it, rather than Python's `[Errno N] ...`."""
+    reason = error.strerror or str(error)
+    if error.filename is None:
+        return reason
+    if error.filename2 is not None:
+        return f"{error.filename} -> {error.filename2}: {reason}"
+    return f"{error.filename}: {reason}"
 
 
 def _discard_stdout() -> None:
@@ -130,7 +154,22 @@ def _add_serve_options(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--host", default=env("host", "127.0.0.1"))
     serve.add_argument("--port", type=int, default=env("port", "8443"))
     serve.add_argument("--cert-dir", type=Path, default=env("cert-dir"), help="reads tls.crt and tls.key")
-    serve.add_argument("--policies", type=Path, default=env("policies", "policies"), help="policy directory")
+    serve.add_argument(
+        "--policies",
+        type=Path,
+        action="append",
+        metavar="PATH",
+        help="a policy directory or file, added to the security bundle (repeatable; GPU_WEBHOOK_POLICIES "
+        f"takes several, separated by {os.pathsep!r}; default: ./policies if there is one)",
+    )
+    serve.add_argument(
+        "--no-bundle",
+        type=_boolean,
+        nargs="?",
+        const=True,
+        default=env("no-bundle", "false"),
+        help="leave the packaged security bundle out: only --policies is enforced",
+    )
     serve.add_argument("--audit-log", type=Path, default=env("audit-log"), help="decision log file")
     serve.add_argument("--workers", type=_positive, default=env("workers", "1"))
     serve.add_argument(
@@ -289,15 +328,23 @@ def _kubernetes_version(text: str) -> str:
     return text
 
 
+def serve_policies(args: argparse.Namespace) -> PolicySources:
+    """The flags, else GPU_WEBHOOK_POLICIES: the command line wins over the environment."""
+    from_env = [Path(part) for part in (env("policies") or "").split(os.pathsep) if part]
+    return resolve(args.policies or from_env, no_bundle=args.no_bundle)
+
+
 def _serve(args: argparse.Namespace) -> int:
     from webhook.server import serve
 
+    sources = serve_policies(args)
     settings = Settings(
         host=args.host,
         port=args.port,
         cert_dir=args.cert_dir or DEV_CERT_DIR,
         dev_certs=args.cert_dir is None,
-        policies_dir=args.policies,
+        policy_paths=sources.paths,
+        security_bundle=sources.bundle,
         audit_log=args.audit_log,
         workers=args.workers,
         log_level=args.log_level,

@@ -25,6 +25,7 @@ from webhook.keeper.setup import build_template_keeper
 from webhook.match import glob_matches
 from webhook.metrics import Metrics
 from webhook.policy.loader import EngineFactory, regopy_engine
+from webhook.policy.sources import PolicySources
 from webhook.policy.store import PolicyStore
 from webhook.policy.watch import PolicyWatcher
 from webhook.review import ReviewDeps, ReviewSettings, review
@@ -37,9 +38,13 @@ from webhook.utilization.cache import CapacityCache, build_cache
 log = logging.getLogger(__name__)
 
 
+def policy_sources(settings: Settings) -> PolicySources:
+    return PolicySources(settings.policy_paths, bundle=settings.security_bundle)
+
+
 def build_service(settings: Settings) -> Service:
     metrics = Metrics()
-    store = PolicyStore(settings.policies_dir, metrics, engine_factory(settings))
+    store = PolicyStore(policy_sources(settings), metrics, engine_factory(settings))
     store.load()
     watcher = PolicyWatcher(store, settings.policy_check_seconds)
     cluster = build_cluster_state(settings)

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Literal
 
 DEV_CERT_DIR = Path("certs/dev")
-BUNDLED_POLICIES = Path("policies")
 DEFAULT_SERVICE = "gpu-webhook"
 DEFAULT_NAMESPACE = "gpu-system"
 # The GPU stack's own namespaces (the GPU Operator with its device plugin, validators, DCGM
@@ -54,7 +53,9 @@ class Settings:
     port: int = 8443
     cert_dir: Path = DEV_CERT_DIR
     dev_certs: bool = True
-    policies_dir: Path = BUNDLED_POLICIES
+    # Policy directories or files, on top of the packaged security bundle unless it is left out.
+    policy_paths: tuple[Path, ...] = ()
+    security_bundle: bool = True
     audit_log: Path | None = None
     workers: int = 1
     log_level: str = "info"

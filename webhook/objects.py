@@ -20,7 +20,7 @@ def read_objects(path: Path) -> list[KubeObject]:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot read {path}: {e}") from e
-    return list(_flatten(_documents(text, path)))
+    return list(_flatten(_documents(text, path), path))
 
 
 def _documents(text: str, path: Path) -> list[Any]:
@@ -37,12 +37,26 @@ def _documents(text: str, path: Path) -> list[Any]:
         raise ConfigError(f"{where}: not valid YAML: {trouble.reason}") from e
 
 
-def _flatten(documents: list[Any]) -> Iterator[KubeObject]:
-    for document in documents:
-        if not isinstance(document, dict):
-            continue
-        kind = document.get("kind", "")
-        if isinstance(kind, str) and kind.endswith("List") and isinstance(document.get("items"), list):
-            yield from _flatten(document["items"])
-        else:
-            yield document
+def _flatten(documents: list[Any], path: Path) -> Iterator[KubeObject]:
+    for number, document in enumerate(documents, 1):
+        yield from _objects_of(document, f"{path}: document {number}")
+
+
+def _objects_of(document: Any, where: str) -> Iterator[KubeObject]:
+    """The object itself, or a List's (or a top-level YAML sequence's) items; junk is an error,
+    never a silent skip, or a typo would read as "allowed"."""
+    if isinstance(document, list):
+        for index, item in enumerate(document):
+            yield from _objects_of(item, f"{where}, item {index}")
+        return
+    if not isinstance(document, dict):
+        raise ConfigError(f"{where} is a {type(document).__name__}, not a Kubernetes object")
+    kind = document.get("kind")
+    if not isinstance(kind, str) or not kind:
+        raise ConfigError(f"{where} has no kind: a Kubernetes object needs apiVersion and kind")
+    items = document.get("items")
+    if kind.endswith("List") and isinstance(items, list):
+        for index, item in enumerate(items):
+            yield from _objects_of(item, f"{where}, items[{index}]")
+        return
+    yield document

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, cast
 
 import jsonpatch
@@ -17,8 +16,8 @@ from webhook import kubeversion
 from webhook.admission import check_request
 from webhook.decision import Decision
 from webhook.inventory import Inventory, cache_from
-from webhook.policy.loader import load_directory
 from webhook.policy.model import PolicySet
+from webhook.policy.sources import PolicySources, load_policies
 from webhook.quota.gate import LocalGate, LookOnlyGate
 from webhook.review import ReviewDeps, review
 from webhook.types import ADMISSION_API_VERSION, ADMISSION_KIND, AdmissionRequest, KubeObject, PatchOperation
@@ -93,6 +92,11 @@ def _synthesize(obj: KubeObject, namespace: str | None, identity: Identity) -> d
     kind = str(obj.get("kind", ""))
     metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     assert isinstance(metadata, dict)
+    if namespace and kind not in CLUSTER_SCOPED:
+        # The object itself moves too: every rule (a constraint's excludedNamespaces reads the
+        # object's metadata) must judge the namespace the output names.
+        metadata = {**metadata, "namespace": namespace}
+        obj = {**obj, "metadata": metadata}
     gvk = {"group": group, "version": version, "kind": kind}
     gvr = {"group": group, "version": version, "resource": _plural(kind)}
     return {
@@ -171,7 +175,7 @@ def _outcome(
 
 
 def offline_deps(
-    policies: PolicySet | Path,
+    policies: PolicySet | PolicySources,
     inventory: Inventory,
     kubernetes_version: kubeversion.Version | None = None,
     gpu_classes: tuple[str, ...] = (),
@@ -180,7 +184,7 @@ def offline_deps(
     `gpu_classes`: DRA device classes counted as GPUs besides NVIDIA's."""
     cache = cache_from(inventory, gpu_classes=gpu_classes)
     return ReviewDeps(
-        policies=policies if isinstance(policies, PolicySet) else load_directory(policies),
+        policies=policies if isinstance(policies, PolicySet) else load_policies(policies),
         namespace_labels=cache.namespace_labels,
         quota_gate=LookOnlyGate(LocalGate(cache)),
         kubernetes_version=kubernetes_version,

@@ -19,12 +19,12 @@ from starlette.applications import Starlette
 from webhook import certs
 from webhook.app import build_app
 from webhook.audit.setup import check_audit
-from webhook.compose import build_service, engine_factory
+from webhook.compose import build_service, engine_factory, policy_sources
 from webhook.config import DEFAULT_NAMESPACE, DEFAULT_SERVICE, Settings
 from webhook.errors import CertError
 from webhook.logs import configure, logging_config
 from webhook.policy.engines import vet
-from webhook.policy.loader import load_directory
+from webhook.policy.sources import load_policies
 from webhook.tls import ReloadingContext, server_context
 from webhook.workers import Workers, reuseport_sockets
 
@@ -68,7 +68,7 @@ def _application(settings: Settings) -> Starlette | Callable[[], Starlette]:
     has checked the policies once; the workers skip the crash check it made (vet.py)."""
     if settings.workers == 1:
         return create_app(settings)
-    load_directory(settings.policies_dir, engine_factory(settings))
+    load_policies(policy_sources(settings), engine_factory(settings))
     vet.share_with_workers()
     return functools.partial(create_app, settings)
 

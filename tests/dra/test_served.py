@@ -16,6 +16,7 @@ from tests.support.server import start_server
 from webhook.dra.served import allocatable_names, unserved
 from webhook.inventory import Inventory
 from webhook.offline import offline_deps
+from webhook.policy.loader import load_directory
 from webhook.review import review
 
 NAMESPACE = "example-timeslice"  # policies/examples/timeslice.yaml rewrites to nvidia.com/gpu.shared
@@ -54,7 +55,7 @@ WARNING = "which no node and no DeviceClass serves"
 def test_review_warns_of_a_rewrite_to_an_unserved_name(case: str, objects: list[Any], warned: bool) -> None:
     for obj in objects:
         assert_valid(obj)
-    deps = offline_deps(BUNDLED_POLICIES, Inventory("test", tuple(objects)))
+    deps = offline_deps(load_directory(BUNDLED_POLICIES), Inventory("test", tuple(objects)))
     decision = review(make_review(POD)["request"], "mutate", deps)
     assert decision.allowed and decision.patch, case
     assert any(WARNING in w for w in decision.warnings) is warned, (case, decision.warnings)

@@ -13,6 +13,7 @@ from tests.support.reviews import make_review
 from tests.support.server import ServerProcess, start_server
 from webhook.errors import PolicyError
 from webhook.metrics import Metrics
+from webhook.policy.sources import PolicySources
 from webhook.policy.store import PolicyStore
 from webhook.policy.watch import PolicyWatcher
 
@@ -30,7 +31,7 @@ BROKEN = "apiVersion: gpuwebhook.io/v1alpha1\nkind: GPUSharingPolicy\nmetadata: 
 
 def _store(directory: Path) -> tuple[PolicyStore, Metrics]:
     metrics = Metrics()
-    store = PolicyStore(directory, metrics)
+    store = PolicyStore(PolicySources((directory,), bundle=False), metrics)
     store.load()
     return store, metrics
 

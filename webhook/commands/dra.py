@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import yaml
 
+from webhook.commands.common import add_policy_source_options, policy_sources
 from webhook.dra import templates
 from webhook.errors import PolicyError
-from webhook.policy.loader import load_directory
+from webhook.policy.sources import load_policies
 
 METADATA_NAME = "kubernetes.io/metadata.name"
 
@@ -22,7 +22,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     shown = actions.add_parser(
         "templates", help="print the ResourceClaimTemplates mode dra needs in a namespace"
     )
-    shown.add_argument("--policies", type=Path, default=Path("policies"), metavar="DIR")
+    add_policy_source_options(shown)
     shown.add_argument("--namespace", required=True, metavar="NS")
     shown.add_argument(
         "--namespace-label",
@@ -36,7 +36,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def command(args: argparse.Namespace) -> int:
     try:
-        policies = load_directory(args.policies)
+        policies = load_policies(policy_sources(args))
     except PolicyError as e:
         for problem in e.problems:
             print(problem, file=sys.stderr)

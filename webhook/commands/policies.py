@@ -1,4 +1,5 @@
-"""`gpu-webhook policies check DIR`: compile a policy directory and name every problem."""
+"""`gpu-webhook policies check PATH…`: compile policy directories or files as the server would
+load them (on top of the security bundle unless --no-bundle), and name every problem."""
 
 from __future__ import annotations
 
@@ -7,24 +8,47 @@ import sys
 from pathlib import Path
 
 from webhook.errors import PolicyError
-from webhook.policy.loader import load_directory
+from webhook.policy.model import PolicySet
+from webhook.policy.sources import PolicySources, load_policies
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     group = commands.add_parser("policies", help="work with policy directories")
     actions = group.add_subparsers(title="actions", required=True, metavar="ACTION")
-    check = actions.add_parser("check", help="lint and compile a policy directory")
-    check.add_argument("directory", type=Path, metavar="DIR")
+    check = actions.add_parser(
+        "check", help="lint and compile policy directories or files, with the security bundle"
+    )
+    check.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="a policy directory or file")
+    check.add_argument(
+        "--no-bundle", action="store_true", help="compile the paths alone, without the security bundle"
+    )
     check.set_defaults(command=command)
 
 
 def command(args: argparse.Namespace) -> int:
+    sources = PolicySources(tuple(args.paths), bundle=not args.no_bundle)
     try:
-        policies = load_directory(args.directory)
+        policies = load_policies(sources)
     except PolicyError as e:
         for problem in e.problems:
             print(problem, file=sys.stderr)
-        print(f"{len(e.problems)} problem(s) in {args.directory}", file=sys.stderr)
+        print(f"{len(e.problems)} problem(s) in {sources.describe()}", file=sys.stderr)
         return 1
-    print(f"{args.directory}: {len(policies.sharing)} sharing policies, version {policies.version}: OK")
+    print(f"{sources.describe()}: OK, version {policies.version}: {contents(policies)}")
     return 0
+
+
+def contents(policies: PolicySet) -> str:
+    """What the set holds, every kind named, so an empty kind is as visible as a full one."""
+    constraints = policies.constraints.constraints if policies.constraints is not None else ()
+    templates = policies.engine.templates if policies.engine is not None else {}
+    return (
+        f"{_count(len(policies.sharing), 'GPU sharing policy', 'GPU sharing policies')}, "
+        f"{_count(len(policies.quotas), 'GPU quota', 'GPU quotas')}, "
+        f"{_count(len(constraints), 'constraint', 'constraints')} "
+        f"of {_count(len(templates), 'template', 'templates')}"
+    )
+
+
+def _count(number: int, one: str, many: str) -> str:
+    return f"{number} {one if number == 1 else many}"

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import orjson
 
-from webhook.config import BUNDLED_POLICIES, Settings
-from webhook.policy.quota_files import load_quotas
+from webhook.commands.common import add_policy_source_options, policy_sources
+from webhook.config import Settings
+from webhook.policy.sources import load_policies
 from webhook.quota.status import render_table, status_rows
 
 
@@ -17,7 +18,7 @@ def add_quota_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     group = commands.add_parser("quota", help="GPU quotas per namespace")
     actions = group.add_subparsers(title="actions", required=True, metavar="ACTION")
     status = actions.add_parser("status", help="limits, used amounts and a bar for every namespace")
-    status.add_argument("--policies", type=Path, default=BUNDLED_POLICIES, help="policy directory")
+    add_policy_source_options(status)
     status.add_argument("--inventory", type=Path, help="cluster objects from a file instead of the API")
     status.add_argument("--kubeconfig", type=Path, help="default: in-cluster, $KUBECONFIG, ~/.kube/config")
     status.add_argument("-o", "--output", choices=["table", "json"], default="table")
@@ -27,16 +28,17 @@ def add_quota_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
 def quota_status(args: argparse.Namespace) -> int:
     from webhook.clusterstate import snapshot
 
-    quotas = load_quotas(args.policies)
+    sources = policy_sources(args)
+    quotas = list(load_policies(sources).quotas)
     state = snapshot(Settings(inventory=args.inventory, kubeconfig=args.kubeconfig))
     rows = status_rows(quotas, state.cache)
     if args.output == "json":
         document = {"source": state.origin, "rows": [row.as_json() for row in rows]}
         sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0
-    print(f"GPU quotas from {args.policies}, usage from {state.origin}", file=sys.stderr)
+    print(f"GPU quotas from {sources.describe()}, usage from {state.origin}", file=sys.stderr)
     if not quotas:
-        print(f"no GPUQuota policies in {args.policies}")
+        print(f"no GPUQuota policies in {sources.describe()}")
     elif not rows:
         print("no namespace matches a GPUQuota")
     else:

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import yaml
 
-from webhook.commands.common import add_policy_options, read_inventory
+from webhook.commands.common import add_policy_options, policy_sources, read_inventory
 from webhook.errors import ConfigError
 from webhook.objects import read_objects
 from webhook.offline import Identity, Outcome, offline_deps, request_for, run
@@ -45,7 +45,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def command(args: argparse.Namespace) -> int:
     deps = offline_deps(
-        args.policies, read_inventory(args.inventory), args.kubernetes_version, args.dra_gpu_classes
+        policy_sources(args), read_inventory(args.inventory), args.kubernetes_version, args.dra_gpu_classes
     )
     identity = Identity(args.user, tuple(args.groups or ("system:authenticated",)))
     outcomes = [
@@ -61,7 +61,9 @@ def _objects(path: Path) -> list[KubeObject]:
     """A file with nothing to review is a mistake (a wrong path, a failed redirect), not a pass."""
     found = read_objects(path)
     if not found:
-        raise ConfigError(f"{path}: no objects to review (the file is empty or holds only comments)")
+        raise ConfigError(
+            f"{path}: no objects to review (the file is empty, holds only comments, or a List without items)"
+        )
     return found
 
 

@@ -7,10 +7,11 @@ from pathlib import Path
 
 from webhook.audit.journal import Journal
 from webhook.audit.setup import build_journal
+from webhook.commands.common import add_policy_source_options, policy_sources
 from webhook.config import EXEMPT_NAMESPACES, Settings
 from webhook.errors import ConfigError
 from webhook.inventory import load_inventory
-from webhook.policy.loader import load_directory
+from webhook.policy.sources import load_policies
 from webhook.review import ReviewSettings
 from webhook.scan.output import render
 from webhook.scan.sources import Snapshot, from_cluster, from_inventory
@@ -21,7 +22,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = commands.add_parser(
         "scan", help="judge existing pods, workloads and namespaces by the validation policies"
     )
-    parser.add_argument("--policies", type=Path, default=Path("policies"), help="policy directory")
+    add_policy_source_options(parser)
     parser.add_argument("--inventory", type=Path, help="objects from a file (List, multi-document YAML)")
     parser.add_argument(
         "--kubeconfig", type=Path, help="without --inventory: default in-cluster, $KUBECONFIG, ~/.kube/config"
@@ -44,7 +45,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def command(args: argparse.Namespace) -> int:
-    policies = load_directory(args.policies)
+    policies = load_policies(policy_sources(args))
     snapshot = _snapshot(args.inventory, args.kubeconfig, args.dra_gpu_classes)
     settings = ReviewSettings(excluded_namespaces=args.exclude_namespaces)
     journal = _journal(args.audit_log)

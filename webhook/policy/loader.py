@@ -77,29 +77,54 @@ def load_directory(directory: Path, engine: EngineFactory = regopy_engine) -> Po
 
 
 def load_sources(
-    sources: Sequence[tuple[str, bytes]], engine: EngineFactory = regopy_engine, *, root: str = ""
+    sources: Sequence[tuple[str, bytes]],
+    engine: EngineFactory = regopy_engine,
+    *,
+    root: str | tuple[str, ...] = "",
+    base: Sequence[tuple[str, bytes]] = (),
+    base_root: str = "",
 ) -> PolicySet:
     """Compile policy files given as (name, content): from a directory, or from a rendered ConfigMap.
 
-    Every problem of every file is found in one pass and raised together as a PolicyError.
-    The version digests the names (relative to `root`) and contents, so an identical set loaded
-    from anywhere gets the same version.
+    `base` (the security bundle) comes first; a document in `sources` of the same kind and name
+    replaces the base's. Every problem of every file is found in one pass and raised together as
+    a PolicyError. The version digests the names (relative to their root) and contents of the
+    files in force, so an identical set loaded from anywhere gets the same version.
     """
-    digest = hashlib.sha256()
-    documents: list[Document] = []
-    problems: list[PolicyProblem] = []
-    for name, text in sources:
-        relative = name[len(root) :].lstrip("/") if root and name.startswith(root) else name
-        digest.update(relative.encode() + b"\0" + text + b"\0")
-        found, trouble = read_file(Path(name), text)
-        documents += found
-        problems += trouble
-    compiled, trouble = compile_documents(documents, engine)
+    own, problems = _read_all(sources)
+    underneath, trouble = _read_all(base)
+    problems += trouble
+    taken = {(d.kind, d.name) for d in own if d.name}
+    kept = [d for d in underneath if (d.kind, d.name) not in taken]
+    compiled, trouble = compile_documents(kept + own, engine)
     problems += trouble
     if problems:
         raise PolicyError(sorted(problems, key=_reading_order))
-    names = tuple(name for name, _ in sources)
+    in_force = [s for s in base if any(d.file == str(Path(s[0])) for d in kept)]
+    digest = hashlib.sha256()
+    for name, text in in_force:
+        digest.update(_relative(name, base_root).encode() + b"\0" + text + b"\0")
+    for name, text in sources:
+        digest.update(_relative(name, root).encode() + b"\0" + text + b"\0")
+    names = tuple(name for name, _ in [*in_force, *sources])
     return dataclasses.replace(compiled, version=digest.hexdigest()[:16], files=names)
+
+
+def _read_all(sources: Sequence[tuple[str, bytes]]) -> tuple[list[Document], list[PolicyProblem]]:
+    documents: list[Document] = []
+    problems: list[PolicyProblem] = []
+    for name, text in sources:
+        found, trouble = read_file(Path(name), text)
+        documents += found
+        problems += trouble
+    return documents, problems
+
+
+def _relative(name: str, root: str | tuple[str, ...]) -> str:
+    for prefix in (root,) if isinstance(root, str) else root:
+        if prefix and name.startswith(prefix):
+            return name[len(prefix) :].lstrip("/")
+    return name
 
 
 def read_file(path: Path, text: bytes) -> tuple[list[Document], list[PolicyProblem]]:

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 from webhook.errors import PolicyError
 from webhook.metrics import Metrics
-from webhook.policy.loader import EngineFactory, load_directory, regopy_engine
+from webhook.policy.loader import EngineFactory, regopy_engine
 from webhook.policy.model import PolicySet
+from webhook.policy.sources import PolicySources, load_policies
 
 log = logging.getLogger(__name__)
 
 
 class PolicyStore:
-    def __init__(self, directory: Path, metrics: Metrics, engine: EngineFactory = regopy_engine) -> None:
-        self.directory = directory
+    def __init__(
+        self, sources: PolicySources, metrics: Metrics, engine: EngineFactory = regopy_engine
+    ) -> None:
+        self.sources = sources
         self._engine = engine
         self._metrics = metrics
         self._current: PolicySet | None = None
@@ -34,13 +36,13 @@ class PolicyStore:
     def load(self) -> bool:
         """Load the directory; on failure keep the last good set. True if a new set is in force."""
         try:
-            candidate = load_directory(self.directory, self._engine)
+            candidate = load_policies(self.sources, self._engine)
         except PolicyError as e:
             self._metrics.policy_load_errors.inc()
             self.last_error = f"{len(e.problems)} problem(s), first: {e.problems[0]}"
             log.error(
                 "policy set rejected",
-                extra={"dir": str(self.directory), "problems": [str(p) for p in e.problems]},
+                extra={"policies": self.sources.describe(), "problems": [str(p) for p in e.problems]},
             )
             if self._current is None:
                 raise
@@ -48,5 +50,12 @@ class PolicyStore:
         self._current = candidate
         self.last_error = None
         self._metrics.policy_generation.inc()
-        log.info("policy set loaded", extra={"version": candidate.version, "files": len(candidate.files)})
+        log.info(
+            "policy set loaded",
+            extra={
+                "version": candidate.version,
+                "files": len(candidate.files),
+                "policies": self.sources.describe(),
+            },
+        )
         return True

@@ -14,7 +14,7 @@ import logging
 import os
 
 from webhook.errors import PolicyError
-from webhook.policy.loader import policy_files
+from webhook.policy.sources import watched_files
 from webhook.policy.store import PolicyStore
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ class PolicyWatcher:
 
     def signature(self) -> Signature:
         try:
-            files = policy_files(self._store.directory)
+            files = watched_files(self._store.sources)
             return tuple((str(f), *_identity(os.stat(f))) for f in files)
         except (PolicyError, OSError):
             return None

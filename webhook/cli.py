@@ -74,6 +74,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        raise  # main() ends the command as SIGPIPE would
     except OSError as e:
         print(f"gpu-webhook: {describe_os_error(e)}", file=sys.stderr)
         return 2

@@ -177,7 +177,7 @@ def test_policies_check_lists_every_problem(tmp_path: Path) -> None:
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert f"{tmp_path / 'a.yaml'}:6: spec.colour: unknown field" in lines
-    assert lines[-1] == f"1 problem(s) in {tmp_path}"
+    assert lines[-1] == f"1 problem(s) in the security bundle + {tmp_path}"
 
 
 def test_gatekeeper_suites_run_beside_policy_tests(tmp_path: Path) -> None:

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.support.cli import gpu_webhook
-from webhook.cli import build_parser
+from webhook.cli import build_parser, serve_policies
 
 FLAGS = [
     # (flag, env name, value, attribute, parsed)
     ("--host", "HOST", "0.0.0.0", "host", "0.0.0.0"),
     ("--port", "PORT", "9443", "port", 9443),
     ("--cert-dir", "CERT_DIR", "/etc/tls", "cert_dir", Path("/etc/tls")),
-    ("--policies", "POLICIES", "/etc/policies", "policies", Path("/etc/policies")),
     ("--audit-log", "AUDIT_LOG", "/var/log/audit.jsonl", "audit_log", Path("/var/log/audit.jsonl")),
     ("--workers", "WORKERS", "2", "workers", 2),
     ("--log-level", "LOG_LEVEL", "debug", "log_level", "debug"),
@@ -60,12 +60,46 @@ def test_command_line_wins_over_environment(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_defaults_are_the_dev_setup() -> None:
     args = build_parser().parse_args(["serve"])
-    assert (args.host, args.port, args.cert_dir, args.policies) == (
+    assert (args.host, args.port, args.cert_dir, args.policies, args.no_bundle) == (
         "127.0.0.1",
         8443,
         None,
-        Path("policies"),
+        None,
+        False,
     )
+
+
+SERVE_POLICIES = [
+    # (arguments, GPU_WEBHOOK_POLICIES, GPU_WEBHOOK_NO_BUNDLE, paths, bundle)
+    ([], None, None, (), True),
+    (["--policies", "/a"], None, None, (Path("/a"),), True),
+    (["--policies", "/a", "--policies", "/b"], None, None, (Path("/a"), Path("/b")), True),
+    ([], f"/a{os.pathsep}/b", None, (Path("/a"), Path("/b")), True),
+    (["--policies", "/c"], "/a", None, (Path("/c"),), True),  # the command line wins
+    (["--policies", "/a", "--no-bundle"], None, None, (Path("/a"),), False),
+    (["--policies", "/a"], None, "true", (Path("/a"),), False),
+    (["--policies", "/a", "--no-bundle", "false"], None, "true", (Path("/a"),), True),
+]
+
+
+@pytest.mark.parametrize(("argv", "paths_env", "bundle_env", "paths", "bundle"), SERVE_POLICIES)
+def test_serve_policies_come_from_flags_or_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    argv: list[str],
+    paths_env: str | None,
+    bundle_env: str | None,
+    paths: tuple[Path, ...],
+    bundle: bool,
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no ./policies here
+    for name, value in (("GPU_WEBHOOK_POLICIES", paths_env), ("GPU_WEBHOOK_NO_BUNDLE", bundle_env)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    sources = serve_policies(build_parser().parse_args(["serve", *argv]))
+    assert (sources.paths, sources.bundle) == (paths, bundle)
 
 
 def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -96,7 +130,7 @@ def test_missing_certificates_are_a_clear_startup_error(tmp_path: Path) -> None:
 def test_missing_policy_directory_is_a_clear_startup_error(cert_dir: Path, tmp_path: Path) -> None:
     result = _run("serve", "--cert-dir", str(cert_dir), "--policies", str(tmp_path / "none"), "--port", "0")
     assert result.returncode == 2
-    assert "policy directory does not exist" in result.stderr
+    assert f"{tmp_path / 'none'}: policy path does not exist" in result.stderr
 
 
 def test_certs_commands_end_to_end(tmp_path: Path) -> None:

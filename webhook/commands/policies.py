@@ -34,7 +34,7 @@ def command(args: argparse.Namespace) -> int:
             print(problem, file=sys.stderr)
         print(f"{len(e.problems)} problem(s) in {sources.describe()}", file=sys.stderr)
         return 1
-    print(f"{sources.describe()}: OK, version {policies.version}: {contents(policies)}")
+    print(f"{sources.describe()}: {contents(policies)}; version {policies.version}: OK")
     return 0
 
 

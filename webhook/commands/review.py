@@ -44,14 +44,15 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def command(args: argparse.Namespace) -> int:
+    # The files first: a wrong path is reported before the policies take their time to compile.
+    documents = [document for path in args.files for document in _objects(path)]
     deps = offline_deps(
         policy_sources(args), read_inventory(args.inventory), args.kubernetes_version, args.dra_gpu_classes
     )
     identity = Identity(args.user, tuple(args.groups or ("system:authenticated",)))
     outcomes = [
         run(request_for(document, namespace=args.namespace, identity=identity), deps)
-        for path in args.files
-        for document in _objects(path)
+        for document in documents
     ]
     print(render(outcomes, args.output, _use_color(args.color)))
     return 0 if all(o.allowed for o in outcomes) else 1

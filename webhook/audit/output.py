@@ -30,6 +30,7 @@ CSV_COLUMNS = (
     "decision",
     "dryRun",
     "sharingMode",
+    "gpus",
     "policies",
     "latencyMs",
     "message",
@@ -68,6 +69,8 @@ def cell(record: Record, column: str) -> str:
     value = record.get(column)
     if value is None:
         return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # 2.0 GPUs read as 2, as summary prints them
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 

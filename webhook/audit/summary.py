@@ -87,7 +87,7 @@ class Stats:
         return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
 
     def _add_findings(self, record: Record, denied: bool) -> None:
-        for finding in record.get("findings") or []:
+        for finding in _listed(record.get("findings")):
             if isinstance(finding, dict):
                 policy, action = str(finding.get("policy", "")), str(finding.get("action", ""))
                 self.findings[(policy, action)] += 1
@@ -126,11 +126,16 @@ def denial_reasons(record: Record) -> list[tuple[str, str]]:
     """(rule, message) for each rule that denied: messages name pods, so they are grouped by the
     policy or constraint that wrote them. A denial without a deny finding is the failure mode's."""
     found: dict[str, str] = {}
-    for finding in record.get("findings") or []:
+    for finding in _listed(record.get("findings")):
         if isinstance(finding, dict) and finding.get("action") == "deny":
             rule = str(finding.get("policy", "")) or NO_RULE
             found.setdefault(rule, _example(finding.get("message")))
     return list(found.items()) or [(NO_RULE, _example(record.get("message")))]
+
+
+def _listed(value: Any) -> list[Any]:
+    """A record's list field; anything else (a log edited by hand) reads as empty."""
+    return value if isinstance(value, list) else []
 
 
 def _example(message: Any) -> str:
@@ -148,14 +153,19 @@ def collect(records: Iterable[Record]) -> Stats:
 def admitted_gpus(record: Record) -> float | None:
     """GPU-equivalents a record admitted, with or without a quota (docs/audit.md).
 
-    Counted on /validate only, for allowed requests that are not dry runs: `quota.demand.gpus`
-    (the quota's own accounting), else `quota.after.gpus - quota.before.gpus`, else `gpus`.
+    Counted on /validate only, for allowed requests that are not dry runs: the quota's own
+    accounting when a quota counted the pod (`quota.demand.gpus`, or in older records
+    `quota.after.gpus - quota.before.gpus`), else the `gpus` review() counted. Either may be a
+    number or the exact text the quota engine writes ("2", "2/7").
     """
     if record.get("endpoint") != "validate" or not record.get("allowed") or record.get("dryRun"):
         return None
     quota = record.get("quota")
-    if not isinstance(quota, dict):
-        return _number(record, "gpus")
+    counted = _quota_count(quota) if isinstance(quota, dict) and not quota.get("error") else None
+    return counted if counted is not None else _number(record, "gpus")
+
+
+def _quota_count(quota: dict[str, Any]) -> float | None:
     demand = _number(quota.get("demand"), "gpus")
     if demand is not None:
         return demand
@@ -235,11 +245,11 @@ def _ms(value: float | None) -> str:
 
 
 def _number(mapping: Any, key: str) -> float | None:
-    """A number, or the exact amount a quota record writes as text ("1", "2/7")."""
+    """A number, or an amount written as text: the quota's exact "1", "2/7", or a decimal "0.5"."""
     value = mapping.get(key) if isinstance(mapping, dict) else None
-    if isinstance(value, str) and _EXACT.fullmatch(value):
-        return float(Fraction(value))
+    if isinstance(value, str) and _AMOUNT.fullmatch(value.strip()):
+        return float(Fraction(value.strip()))
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-_EXACT = re.compile(r"-?[0-9]{1,12}(/[1-9][0-9]{0,11})?")
+_AMOUNT = re.compile(r"-?[0-9]{1,12}(/[1-9][0-9]{0,11}|\.[0-9]{1,12})?")

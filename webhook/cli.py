@@ -126,7 +126,25 @@ def build_parser() -> argparse.ArgumentParser:
     advise.add_parser(commands)
     probe.add_parser(commands)
     dra.add_parser(commands)
+    _refuse_empty_paths(parser)
     return parser
+
+
+def _refuse_empty_paths(parser: argparse.ArgumentParser) -> None:
+    """Every `type=Path` argument of every command refuses "": Path("") is the current directory,
+    which no one means by an empty `--audit-log ""` (an unset shell variable, usually)."""
+    for action in parser._actions:
+        if action.type is Path:
+            action.type = _path
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _refuse_empty_paths(sub)
+
+
+def _path(text: str) -> Path:
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path")
+    return Path(text)
 
 
 def env(name: str, default: str | None = None) -> str | None:

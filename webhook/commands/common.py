@@ -42,6 +42,9 @@ def policy_sources(args: argparse.Namespace) -> PolicySources:
     """The sets in force, named on stderr so no one mistakes which rules judged."""
     sources = resolve(args.policies, no_bundle=args.no_bundle)
     print(f"policies in force: {sources.describe()}", file=sys.stderr)
+    for path in sources.paths:
+        if path.is_dir() and not any(path.rglob("*.y*ml")):
+            print(f"note: {path} holds no policy files (*.yaml, *.yml)", file=sys.stderr)
     return sources
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from webhook.errors import ConfigError
 from webhook.policy import suite as gatekeeper_suite
 from webhook.policytest import run_suite, suites_in
 
@@ -27,7 +29,14 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def command(args: argparse.Namespace) -> int:
+    for path in args.paths:
+        if not path.exists():
+            raise ConfigError(f"{path}: no such file or directory")
     outcomes = list(_policy_tests(args.paths)) + list(_gatekeeper_suites(args.paths))
+    if not outcomes:
+        named = ", ".join(str(path) for path in args.paths)
+        print(f"no PolicyTest or Gatekeeper Suite cases in {named}", file=sys.stderr)
+        return 1
     for outcome in outcomes:
         if args.verbose or not outcome.passed:
             print(_line(outcome))

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import BUNDLED_POLICIES
+from webhook.bundle import ship
 from webhook.errors import ConfigError, PolicyError
 from webhook.policy.loader import load_directory
 from webhook.policy.model import PolicySet
@@ -138,3 +139,13 @@ def test_a_broken_team_file_is_reported_with_the_bundle_intact(tmp_path: Path) -
     with pytest.raises(PolicyError) as raised:
         load_policies(PolicySources((tmp_path,)))
     assert {p.file for p in raised.value.problems} == {str(tmp_path / "broken.yaml")}
+
+
+def test_the_mounted_configmap_loads_as_itself(tmp_path: Path) -> None:
+    """An install mounts the bundle as a ConfigMap (keys flattened) and serves it with --policies:
+    the packaged bundle underneath changes nothing."""
+    for key, text in ship([]).data.items():
+        (tmp_path / key).write_text(text)
+    alone = load_policies(PolicySources((tmp_path,), bundle=False))
+    assert load_policies(PolicySources((tmp_path,))).version == alone.version
+    assert _actions(alone) == _actions(load_directory(BUNDLE))

@@ -2,8 +2,11 @@
 
 The kustomize base is the single source: this module reads its files in kustomization order and
 only fills in what a plain base cannot know (namespace, image, replicas, the TLS Secret, the
-caBundle, a team's own policy files), so `kubectl kustomize manifests/base` and this output cannot
-drift. The policies ConfigMap always carries the security bundle the package ships (bundle.py).
+caBundle, a team's own policy files, the failure policies, the control plane's addresses, the
+StorageClass), so `kubectl kustomize manifests/base` and this output cannot drift. Where a
+kustomize component does the same (control-plane-only, non-gpu-fail-open), tests/manifests keep
+the two equal. The policies ConfigMap always carries the security bundle the package ships
+(bundle.py).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import argparse
 import base64
 import copy
 import datetime as dt
+import ipaddress
 import json
 import re
 import sys
@@ -22,7 +26,7 @@ from typing import Any, Literal
 
 import yaml
 
-from webhook import bundle, certs
+from webhook import __version__, bundle, certs
 from webhook.config import DEFAULT_NAMESPACE, GPU_STACK_NAMESPACES
 from webhook.errors import CertError, ConfigError
 from webhook.policy.model import PolicySet
@@ -33,9 +37,22 @@ FailurePolicy = Literal["Fail", "Ignore"]
 KUSTOMIZATION = "kustomization.yaml"
 BASE_NAMESPACE = "gpu-system"
 WORKLOADS_WEBHOOK = "workloads.validate.gpuwebhook.io"
+GPU_MUTATING_WEBHOOK = "gpu-pods.mutate.gpuwebhook.io"
+NON_GPU_MUTATING_WEBHOOK = "non-gpu-pods.mutate.gpuwebhook.io"
+# Prometheus's namespace, admitted beside the control plane (as manifests/components/control-plane-only).
+METRICS_NAMESPACE = "monitoring"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 SERVER = "StatefulSet"
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# An image reference as container runtimes parse it: [host[:port]/]path[:tag][@digest].
+_HOST_LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
+_HOST = rf"(?:{_HOST_LABEL}(?:\.{_HOST_LABEL})*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?"
+_PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE = re.compile(
+    rf"^(?:{_HOST}/)?{_PATH}(?:/{_PATH})*(?::[\w][\w.-]{{0,127}})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
+)
 _WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 _PACKAGED_BASE = Path(__file__).resolve().parent / "base_manifests"
 _CHECKOUT_BASE = Path(__file__).resolve().parent.parent / "manifests" / "base"
@@ -50,8 +67,14 @@ class RenderOptions:
     replicas: int | None = None
     cert_dir: Path | None = None
     policies: Mapping[str, str] | None = None
-    workloads_failure_policy: FailurePolicy = "Fail"
+    # Every webhook that pods without GPUs pass: non-gpu-pods.mutate and workloads.validate.
+    non_gpu_failure_policy: FailurePolicy = "Fail"
+    # workloads.validate alone (pods without GPUs and workload templates); None: as the above.
+    workloads_failure_policy: FailurePolicy | None = None
     serve_flags: Mapping[str, str] = field(default_factory=dict)
+    # Only these addresses (and Prometheus's namespace) may reach the server's port; empty: anyone.
+    control_plane_cidrs: Sequence[str] = ()
+    storage_class: str | None = None
 
 
 def base_directory() -> Path:
@@ -83,12 +106,18 @@ def render(options: RenderOptions, base: list[Manifest] | None = None) -> list[M
     """The base with `options` applied; a TLS Secret is added when a cert dir is given."""
     objects = copy.deepcopy(base if base is not None else load_base())
     _check_namespace(options.namespace)
+    _check_image(options.image)
+    cidrs = control_plane_networks(options.control_plane_cidrs)
     for obj in objects:
         _move_namespace(obj, BASE_NAMESPACE, options.namespace)
     server = find(objects, SERVER)
     _configure_server(server, options)
     _fit_quota(find(objects, "ResourceQuota"), server["spec"]["replicas"])
-    _set_failure_policy(objects, WORKLOADS_WEBHOOK, options.workloads_failure_policy)
+    _set_failure_policy(objects, NON_GPU_MUTATING_WEBHOOK, options.non_gpu_failure_policy)
+    workloads = options.workloads_failure_policy or options.non_gpu_failure_policy
+    _set_failure_policy(objects, WORKLOADS_WEBHOOK, workloads)
+    if cidrs:
+        restrict_ingress(find(objects, "NetworkPolicy"), cidrs)
     if options.policies is not None:
         find(objects, "ConfigMap")["data"] = dict(options.policies)
     if options.cert_dir is not None:
@@ -187,9 +216,42 @@ def server_args(objects: list[Manifest]) -> list[str]:
     return args
 
 
+def control_plane_networks(cidrs: Sequence[str]) -> list[str]:
+    """Each CIDR in the form a NetworkPolicy's ipBlock takes (`10.0.0.5` becomes `10.0.0.5/32`)."""
+    networks = []
+    for text in cidrs:
+        try:
+            network = ipaddress.ip_network(text.strip(), strict=True)
+        except ValueError as e:
+            raise ConfigError(
+                f"--control-plane-cidr {text!r}: {e}; expected a network such as 10.0.0.0/28"
+            ) from e
+        if network.prefixlen == 0:
+            raise ConfigError(
+                f"--control-plane-cidr {text!r} admits every address; leave the flag out instead"
+            )
+        networks.append(str(network))
+    return networks
+
+
+def restrict_ingress(policy: Manifest, cidrs: Sequence[str]) -> None:
+    """The NetworkPolicy of manifests/components/control-plane-only, for these addresses: only the
+    control plane, and Prometheus's namespace, may reach the server's port."""
+    ports = [port for rule in policy["spec"]["ingress"] for port in rule["ports"]]
+    metrics = {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: METRICS_NAMESPACE}}}
+    policy["spec"]["ingress"] = [
+        {"from": [{"ipBlock": {"cidr": cidr}} for cidr in cidrs], "ports": copy.deepcopy(ports)},
+        {"from": [metrics], "ports": copy.deepcopy(ports)},
+    ]
+
+
 def _configure_server(server: Manifest, options: RenderOptions) -> None:
     if options.replicas is not None:
         server["spec"]["replicas"] = options.replicas
+    if options.storage_class is not None:
+        _check_storage_class(options.storage_class)
+        for claim in server["spec"]["volumeClaimTemplates"]:
+            claim["spec"]["storageClassName"] = options.storage_class
     container = server["spec"]["template"]["spec"]["containers"][0]
     if options.image is not None:
         container["image"] = options.image
@@ -225,6 +287,20 @@ def _check_namespace(namespace: str) -> None:
         raise ConfigError(f"namespace {namespace!r} is not a valid DNS label")
 
 
+def _check_image(image: str | None) -> None:
+    if image is not None and not _IMAGE.fullmatch(image):
+        raise ConfigError(
+            f"--image {image!r} is not an image reference such as registry.example.com/gpu-webhook:1.0"
+        )
+
+
+def _check_storage_class(name: str) -> None:
+    if not _DNS_SUBDOMAIN.fullmatch(name):
+        raise ConfigError(
+            f"--storage-class {name!r} is not a StorageClass name (lowercase letters, digits, '-' and '.')"
+        )
+
+
 def _read_bytes(path: Path) -> bytes:
     try:
         return path.read_bytes()
@@ -252,8 +328,25 @@ def add_command(
         type=Path,
         help="ca.crt, tls.crt and tls.key: the TLS Secret and every caBundle; omit with cert-manager",
     )
-    parser.add_argument("--image", help="container image; default: the base's")
+    parser.add_argument(
+        "--image",
+        help="the image built from Containerfile, where your nodes pull it; default: the base's "
+        "placeholder gpu-webhook:" + __version__,
+    )
     parser.add_argument("--replicas", type=_at_least_one, help="default: the base's")
+    parser.add_argument(
+        "--control-plane-cidr",
+        action="append",
+        default=[],
+        metavar="CIDR",
+        help="only these addresses (kube-apiserver's) and the monitoring namespace may reach the server; "
+        "repeatable. Default: any address may",
+    )
+    parser.add_argument(
+        "--storage-class",
+        metavar="NAME",
+        help="StorageClass of each replica's audit log volume; default: the cluster's default StorageClass",
+    )
     parser.add_argument(
         "--policies",
         type=Path,
@@ -274,10 +367,18 @@ def add_command(
         help="render even when no policy would be shipped (the webhook would then enforce nothing)",
     )
     parser.add_argument(
-        "--workloads-failure-policy",
+        "--non-gpu-failure-policy",
         choices=["Fail", "Ignore"],
         default="Fail",
-        help=f"failurePolicy of {WORKLOADS_WEBHOOK} (escape rules and workload templates)",
+        help=f"failurePolicy of {NON_GPU_MUTATING_WEBHOOK} and {WORKLOADS_WEBHOOK}, which pods without "
+        "GPUs pass: Fail stops them while the webhook is down, Ignore admits them without "
+        "NVIDIA_VISIBLE_DEVICES=void and the escape rules (docs/operations.md)",
+    )
+    parser.add_argument(
+        "--workloads-failure-policy",
+        choices=["Fail", "Ignore"],
+        help=f"failurePolicy of {WORKLOADS_WEBHOOK} alone (escape rules and workload templates); "
+        "default: --non-gpu-failure-policy",
     )
     parser.add_argument(
         "--serve-flag",
@@ -304,8 +405,11 @@ def _run(args: argparse.Namespace, check_serve_args: ArgsCheck) -> int:
         replicas=args.replicas,
         cert_dir=args.cert_dir,
         policies=shipment.data,
+        non_gpu_failure_policy=args.non_gpu_failure_policy,
         workloads_failure_policy=args.workloads_failure_policy,
         serve_flags=dict(args.serve_flag),
+        control_plane_cidrs=args.control_plane_cidr,
+        storage_class=args.storage_class,
     )
     objects = render(options)
     check_serve_args(server_args(objects))
@@ -328,6 +432,19 @@ def _notes(options: RenderOptions, shipment: bundle.Shipment, policies: PolicySe
         )
     if options.replicas == 1:
         notes.append("one replica is not highly available: GPU pods cannot start while it restarts")
+    if options.image is None:
+        notes.append(
+            f"no --image: the StatefulSet runs the placeholder gpu-webhook:{__version__}; "
+            "build Containerfile, push it where your nodes pull from, and pass --image"
+        )
+    if options.storage_class is None:
+        notes.append("no --storage-class: the audit log volumes need a default StorageClass in the cluster")
+    workloads = options.workloads_failure_policy or options.non_gpu_failure_policy
+    if options.non_gpu_failure_policy == "Fail" and workloads == "Ignore":
+        notes.append(
+            f"{NON_GPU_MUTATING_WEBHOOK} still fails closed: pods without GPUs cannot start while the "
+            "webhook is down (--non-gpu-failure-policy Ignore lets them)"
+        )
     return notes
 
 

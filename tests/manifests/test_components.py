@@ -25,7 +25,7 @@ from tests.support import cli
 from tests.support.schema import assert_valid
 from tests.support.server import start_server
 from webhook.cli import build_parser
-from webhook.manifests import Manifest, load_base
+from webhook.manifests import Manifest, RenderOptions, load_base, render
 
 COMPONENTS = REPO / "manifests" / "components"
 MTLS = COMPONENTS / "mtls"
@@ -146,3 +146,17 @@ def test_control_plane_only_admits_no_one_else() -> None:
         assert rule["from"], "a rule without `from` admits every pod in the cluster"
         assert [p["port"] for p in rule["ports"]] == [port]
     assert any("ipBlock" in peer for rule in policy["spec"]["ingress"] for peer in rule["from"])
+
+
+def test_control_plane_only_is_what_the_cidr_flag_renders() -> None:
+    """`gpu-webhook manifests --control-plane-cidr` renders the component's NetworkPolicy, with its own
+    addresses in place of the component's placeholder."""
+    component = one(with_component(COMPONENTS / "control-plane-only"), "NetworkPolicy")
+    (placeholder,) = [
+        peer["ipBlock"]["cidr"]
+        for rule in component["spec"]["ingress"]
+        for peer in rule["from"]
+        if "ipBlock" in peer
+    ]
+    assert placeholder == "10.0.0.0/28"  # what docs/operations.md says to replace
+    assert one(render(RenderOptions(control_plane_cidrs=[placeholder])), "NetworkPolicy") == component

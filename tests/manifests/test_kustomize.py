@@ -15,6 +15,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from tests.docs.blocks import blocks
 from tests.manifests.objects import REPO, one, webhooks_by_name
 from webhook import certs
 from webhook.bundle import ship
@@ -185,3 +186,67 @@ def test_every_overlay_ships_the_security_bundle_and_nothing_else(
     (configmap,) = [obj for obj in build(directory) if obj["kind"] == "ConfigMap"]
     assert configmap["metadata"]["name"] == "gpu-webhook-policies"
     assert configmap["data"] == ship([]).data
+
+
+def _with_components(tmp_path: Path, objects: list[Manifest], *components: str) -> list[Manifest]:
+    """`objects` (an install.yaml) built with the named components of manifests/components."""
+    (tmp_path / "install.yaml").write_text(to_yaml(objects))
+    paths = [os.path.relpath(REPO / "manifests/components" / name, tmp_path) for name in components]
+    (tmp_path / "kustomization.yaml").write_text(
+        yaml.safe_dump({"resources": ["install.yaml"], "components": paths})
+    )
+    return build(tmp_path)
+
+
+def test_the_non_gpu_component_is_what_the_flag_renders(tmp_path: Path) -> None:
+    built = _with_components(tmp_path, render(RenderOptions()), "non-gpu-fail-open")
+    assert by_identity(built) == by_identity(render(RenderOptions(non_gpu_failure_policy="Ignore")))
+
+
+def test_the_trial_and_non_gpu_components_combine(tmp_path: Path) -> None:
+    built = _with_components(tmp_path, render(RenderOptions()), "trial", "non-gpu-fail-open")
+    assert {hook["failurePolicy"] for hook in webhooks_by_name(built).values()} == {"Ignore"}
+
+
+def test_a_component_refuses_webhooks_that_moved(tmp_path: Path) -> None:
+    """The components patch webhooks by index; a `test` operation fails the build if one moved."""
+    objects = render(RenderOptions())
+    mutating = one(objects, "MutatingWebhookConfiguration")
+    mutating["webhooks"].reverse()
+    (tmp_path / "install.yaml").write_text(to_yaml(objects))
+    component = os.path.relpath(REPO / "manifests/components/non-gpu-fail-open", tmp_path)
+    (tmp_path / "kustomization.yaml").write_text(
+        yaml.safe_dump({"resources": ["install.yaml"], "components": [component]})
+    )
+    assert KUSTOMIZE is not None
+    result = subprocess.run(
+        [*KUSTOMIZE, str(tmp_path)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode != 0 and "test failed" in result.stderr
+
+
+PLACEHOLDERS = "# excerpt of your overlay's kustomization.yaml: the three placeholders"
+
+
+def test_the_documented_overlay_sets_what_the_flags_set(manifests_copy: Path) -> None:
+    """docs/operations.md's overlay for the image, the control plane's addresses and the
+    StorageClass builds to the install `gpu-webhook manifests` renders with the same values."""
+    (block,) = [b for b in blocks(REPO / "docs/operations.md") if b.text.startswith(PLACEHOLDERS)]
+    overlay = manifests_copy.parent / "overlays" / "mine"
+    overlay.mkdir(parents=True)
+    (overlay / "kustomization.yaml").write_text(block.text)
+    config = yaml.safe_load(block.text)
+    (image,) = config["images"]
+    values = {
+        patch["target"]["kind"]: yaml.safe_load(patch["patch"])[0]["value"] for patch in config["patches"]
+    }
+    rendered = render(
+        RenderOptions(
+            image=f"{image['newName']}:{image['newTag']}",
+            control_plane_cidrs=[values["NetworkPolicy"]],
+            storage_class=values["StatefulSet"],
+        )
+    )
+    built = build(overlay)
+    for kind in ("StatefulSet", "NetworkPolicy"):
+        assert one(built, kind) == one(rendered, kind), kind

@@ -80,7 +80,8 @@ KINDS = {
     "podtemplates": "PodTemplate",
 }
 Conditions = dict[str, list[str]]
-MUTATE = "pods.mutate.gpuwebhook.io"
+GPU_MUTATE = "gpu-pods.mutate.gpuwebhook.io"
+NON_GPU_MUTATE = "non-gpu-pods.mutate.gpuwebhook.io"
 GPU_PODS = "gpu-pods.validate.gpuwebhook.io"
 WORKLOADS = "workloads.validate.gpuwebhook.io"
 ADVISORY = "advisory.validate.gpuwebhook.io"
@@ -192,8 +193,11 @@ def test_only_gpu_pods_reach_the_gpu_webhook_and_every_pod_is_mutated(
 ) -> None:
     assert is_gpu_pod(obj) is is_gpu, f"the table disagrees with the reference: {case}"
     assert matches(cel, conditions[GPU_PODS], object=obj, request=request()) is is_gpu, case
-    # Every pod: a container without GPUs gets NVIDIA_VISIBLE_DEVICES=void.
-    assert matches(cel, conditions[MUTATE], object=obj, request=request()), case
+    # Every pod is mutated, by exactly one webhook: a container without GPUs gets
+    # NVIDIA_VISIBLE_DEVICES=void, and each kind of pod follows its own failurePolicy.
+    mutated_as_gpu = matches(cel, conditions[GPU_MUTATE], object=obj, request=request())
+    mutated_as_other = matches(cel, conditions[NON_GPU_MUTATE], object=obj, request=request())
+    assert (mutated_as_gpu, mutated_as_other) == (is_gpu, not is_gpu), case
 
 
 @pytest.mark.parametrize(
@@ -209,8 +213,11 @@ def test_only_a_nodes_own_mirror_pods_skip_mutation(
     cel: CelProcess, conditions: Conditions, groups: list[str], annotations: Any, mutated: bool
 ) -> None:
     sent = {**request(), "userInfo": {"username": "system:node:n1", "groups": groups}}
-    obj = pod([container("a")], annotations=annotations)
-    assert matches(cel, conditions[MUTATE], object=obj, request=sent) is mutated
+    for obj, webhook in (
+        (pod([container("a")], annotations=annotations), NON_GPU_MUTATE),
+        (pod([container("a", limits={gpu.GPU: "1"})], annotations=annotations), GPU_MUTATE),
+    ):
+        assert matches(cel, conditions[webhook], object=obj, request=sent) is mutated, webhook
 
 
 def _updated(obj: dict[str, Any], change: str) -> dict[str, Any]:
@@ -287,6 +294,8 @@ def test_the_gpu_condition_agrees_with_the_server(
     asked = [name for lim, req in app + (init or []) for name in (*lim, *req)]
     expected = any(names.is_accelerator(name) for name in asked)
     assert matches(cel, conditions[GPU_PODS], object=obj, request=request()) is expected
+    assert matches(cel, conditions[GPU_MUTATE], object=obj, request=request()) is expected
+    assert matches(cel, conditions[NON_GPU_MUTATE], object=obj, request=request()) is not expected
 
 
 def _template_object(resource: str, image: str) -> dict[str, Any]:
@@ -324,11 +333,13 @@ def test_debug_containers_are_reviewed_on_gpu_pods_too(cel: CelProcess, conditio
     assert matches(
         cel, conditions["workloads.validate.gpuwebhook.io"], object=debugged, oldObject=target, request=update
     )
+    # The debug container gets no GPU: the non-GPU mutating webhook gives it `void`.
+    assert matches(cel, conditions[NON_GPU_MUTATE], object=debugged, oldObject=target, request=update)
 
 
 def test_every_condition_compiles_and_a_broken_one_would_not(cel: CelProcess, conditions: Conditions) -> None:
     expressions = {expression for group in conditions.values() for expression in group}
-    assert len(expressions) == 6
+    assert len(expressions) == 8  # distinct texts; shared ones (the mirror pods, pod updates) count once
     for expression in expressions:
         cel.compile(expression)
     with pytest.raises(Exception, match="CELParseError"):
@@ -391,7 +402,7 @@ def test_creating_an_exempt_namespace_reaches_the_namespace_guard(
     assert matches(cel, conditions["namespaces.validate.gpuwebhook.io"], **activation) is sent
 
 
-@pytest.mark.parametrize("webhook", [GPU_PODS, WORKLOADS])
+@pytest.mark.parametrize("webhook", [GPU_PODS, WORKLOADS, GPU_MUTATE, NON_GPU_MUTATE])
 def test_the_gpu_pod_conditions_name_the_vendor_catalog(conditions: Conditions, webhook: str) -> None:
     """The configurations carry the catalog's own test (webhook.accounting.names.cel_name_test):
     a name added to the catalog must be added here too, or its pods would skip the GPU webhook."""

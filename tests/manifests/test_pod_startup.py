@@ -50,7 +50,8 @@ def _review_for(path: str) -> tuple[dict[str, Any], str]:
 @pytest.mark.parametrize(
     "webhook",
     [
-        "pods.mutate.gpuwebhook.io",
+        "gpu-pods.mutate.gpuwebhook.io",
+        "non-gpu-pods.mutate.gpuwebhook.io",
         "gpu-pods.validate.gpuwebhook.io",
         "workloads.validate.gpuwebhook.io",
         "advisory.validate.gpuwebhook.io",

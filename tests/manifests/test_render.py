@@ -12,6 +12,7 @@ import yaml
 
 from tests.manifests.objects import REPO, one, run_cli, webhooks_by_name
 from tests.support.policies import TEAM_SHARING
+from tests.support.schema import assert_valid
 from webhook import certs
 from webhook.bundle import CONFIGMAP_MAX_BYTES, configmap_yaml, ship
 from webhook.errors import CertError, ConfigError
@@ -25,6 +26,9 @@ from webhook.manifests import (
     set_flag,
     to_yaml,
 )
+
+WORKLOADS = "workloads.validate.gpuwebhook.io"
+NON_GPU = "non-gpu-pods.mutate.gpuwebhook.io"
 
 
 def _parse(text: str) -> list[Manifest]:
@@ -169,12 +173,100 @@ def test_a_named_policy_directory_must_exist(tmp_path: Path) -> None:
         (["--workloads-failure-policy", "Warn"], "invalid choice"),
         (["--serve-flag", "log-level"], "expected FLAG=VALUE"),
         (["--namespace", "GPU_System"], "not a valid DNS label"),
+        (["--non-gpu-failure-policy", "Open"], "invalid choice"),
     ],
 )
 def test_bad_options_are_errors(tmp_path: Path, args: list[str], message: str) -> None:
     result = run_cli(*args, cwd=tmp_path)
     assert result.returncode == 2
     assert message in result.stderr
+    assert "Traceback" not in result.stderr and not result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--control-plane-cidr", "10.0.0.1/28"], "'10.0.0.1/28': 10.0.0.1/28 has host bits set"),
+        (["--control-plane-cidr", "10.0.0.0/33"], "expected a network such as 10.0.0.0/28"),
+        (["--control-plane-cidr", "control-plane"], "expected a network such as 10.0.0.0/28"),
+        (["--control-plane-cidr", "0.0.0.0/0"], "admits every address"),
+        (["--storage-class", "Fast SSD"], "is not a StorageClass name"),
+        (["--image", "registry.example.com/GPU Webhook:1"], "is not an image reference"),
+        (["--image", ""], "is not an image reference"),
+    ],
+)
+def test_bad_values_are_one_line_errors(tmp_path: Path, args: list[str], message: str) -> None:
+    """Refused before anything is rendered, in one line that names the flag (a ConfigError)."""
+    result = run_cli(*args, cwd=tmp_path)
+    assert result.returncode == 2 and not result.stdout
+    assert result.stderr.splitlines() == [result.stderr.strip()], result.stderr
+    assert result.stderr.startswith(f"gpu-webhook: {args[0]} ") and message in result.stderr
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        RenderOptions(control_plane_cidrs=["10.0.0.0/28", "10.0.0.300/32"]),
+        RenderOptions(storage_class="-fast"),
+        RenderOptions(image="gpu webhook"),
+    ],
+)
+def test_render_refuses_bad_values_with_a_config_error(options: RenderOptions) -> None:
+    with pytest.raises(ConfigError):
+        render(options)
+
+
+@pytest.mark.parametrize(
+    ("given", "rendered"),
+    [
+        (["192.0.2.0/28"], ["192.0.2.0/28"]),
+        (["192.0.2.7", " 2001:db8::/64"], ["192.0.2.7/32", "2001:db8::/64"]),
+    ],
+)
+def test_control_plane_cidrs_admit_only_the_control_plane(
+    tmp_path: Path, given: list[str], rendered: list[str]
+) -> None:
+    args = [arg for cidr in given for arg in ("--control-plane-cidr", cidr)]
+    result = run_cli(*args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    objects = _parse(result.stdout)
+    ingress = one(objects, "NetworkPolicy")["spec"]["ingress"]
+    assert [peer["ipBlock"]["cidr"] for peer in ingress[0]["from"]] == rendered
+    assert ingress[1]["from"] == [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    ]
+    assert all(rule["ports"] == [{"protocol": "TCP", "port": 8443}] for rule in ingress)
+    for obj in objects:
+        assert_valid(obj)
+
+
+def test_without_control_plane_cidrs_the_port_is_open_to_the_cluster() -> None:
+    (rule,) = one(render(RenderOptions()), "NetworkPolicy")["spec"]["ingress"]
+    assert "from" not in rule
+
+
+def test_storage_class_and_image_reach_the_statefulset(tmp_path: Path) -> None:
+    image = "registry.example.com:5000/platform/gpu-webhook:0.1.0"
+    result = run_cli("--storage-class", "fast-ssd.example.com", "--image", image, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    objects = _parse(result.stdout)
+    server = one(objects, "StatefulSet")
+    assert [c["spec"]["storageClassName"] for c in server["spec"]["volumeClaimTemplates"]] == [
+        "fast-ssd.example.com"
+    ]
+    assert [c["image"] for c in server["spec"]["template"]["spec"]["containers"]] == [image]
+    assert "no --image" not in result.stderr and "no --storage-class" not in result.stderr
+    for obj in objects:
+        assert_valid(obj)
+
+
+def test_the_placeholders_are_named_when_left_in(tmp_path: Path) -> None:
+    result = run_cli(cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "no --image: the StatefulSet runs the placeholder gpu-webhook:" in result.stderr
+    assert "no --storage-class: the audit log volumes need a default StorageClass" in result.stderr
+    claim = one(_parse(result.stdout), "StatefulSet")["spec"]["volumeClaimTemplates"][0]
+    assert "storageClassName" not in claim["spec"]
 
 
 def test_replicas_image_and_quota() -> None:
@@ -191,12 +283,44 @@ def test_one_replica_is_allowed_with_a_warning(tmp_path: Path) -> None:
     assert "not highly available" in result.stderr
 
 
-def test_workloads_failure_policy_changes_that_webhook_only() -> None:
+def _changed(options: RenderOptions) -> dict[str, str]:
+    """The webhooks `options` change, each with its failurePolicy there."""
     default = webhooks_by_name(render(RenderOptions()))
-    relaxed = webhooks_by_name(render(RenderOptions(workloads_failure_policy="Ignore")))
-    changed = {name for name in default if default[name] != relaxed[name]}
-    assert changed == {"workloads.validate.gpuwebhook.io"}
-    assert relaxed["workloads.validate.gpuwebhook.io"]["failurePolicy"] == "Ignore"
+    relaxed = webhooks_by_name(render(options))
+    return {name: hook["failurePolicy"] for name, hook in relaxed.items() if hook != default[name]}
+
+
+def test_workloads_failure_policy_changes_that_webhook_only() -> None:
+    assert _changed(RenderOptions(workloads_failure_policy="Ignore")) == {WORKLOADS: "Ignore"}
+
+
+def test_non_gpu_failure_policy_opens_every_webhook_pods_without_gpus_pass() -> None:
+    """Both, or an outage would still stop them at the other; GPU pods keep failing closed."""
+    assert _changed(RenderOptions(non_gpu_failure_policy="Ignore")) == {
+        NON_GPU: "Ignore",
+        WORKLOADS: "Ignore",
+    }
+    narrowed = RenderOptions(non_gpu_failure_policy="Ignore", workloads_failure_policy="Fail")
+    assert _changed(narrowed) == {NON_GPU: "Ignore"}
+    for name, hook in webhooks_by_name(render(RenderOptions())).items():
+        assert hook["failurePolicy"] == ("Ignore" if name.startswith("advisory.") else "Fail"), name
+
+
+@pytest.mark.parametrize(
+    ("args", "note"),
+    [
+        (["--non-gpu-failure-policy", "Ignore"], None),
+        (["--workloads-failure-policy", "Ignore"], "non-gpu-pods.mutate.gpuwebhook.io still fails closed"),
+    ],
+)
+def test_the_non_gpu_choice_on_the_command_line(tmp_path: Path, args: list[str], note: str | None) -> None:
+    result = run_cli(*args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    hooks = webhooks_by_name(_parse(result.stdout))
+    assert hooks[WORKLOADS]["failurePolicy"] == "Ignore"
+    assert hooks[NON_GPU]["failurePolicy"] == ("Fail" if note else "Ignore")
+    assert hooks["gpu-pods.mutate.gpuwebhook.io"]["failurePolicy"] == "Fail"
+    assert (note is not None and note in result.stderr) or "still fails closed" not in result.stderr
 
 
 def test_serve_flags_replace_or_extend_the_arguments(tmp_path: Path) -> None:

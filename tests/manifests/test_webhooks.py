@@ -12,7 +12,8 @@ from tests.manifests.objects import one, webhooks_by_name
 from webhook.config import EXEMPT_NAMESPACES
 from webhook.manifests import Manifest
 
-MUTATE = "pods.mutate.gpuwebhook.io"
+GPU_MUTATE = "gpu-pods.mutate.gpuwebhook.io"
+NON_GPU_MUTATE = "non-gpu-pods.mutate.gpuwebhook.io"
 GPU_PODS = "gpu-pods.validate.gpuwebhook.io"
 WORKLOADS = "workloads.validate.gpuwebhook.io"
 ADVISORY = "advisory.validate.gpuwebhook.io"
@@ -32,15 +33,20 @@ def hooks(rendered: list[Manifest]) -> dict[str, Webhook]:
     return webhooks_by_name(rendered)
 
 
-def test_the_webhooks_are_the_five_we_designed(hooks: dict[str, Webhook], rendered: list[Manifest]) -> None:
-    assert set(hooks) == {MUTATE, GPU_PODS, WORKLOADS, ADVISORY, NAMESPACES}
-    assert [h["name"] for h in one(rendered, "MutatingWebhookConfiguration")["webhooks"]] == [MUTATE]
+def test_the_webhooks_are_the_six_we_designed(hooks: dict[str, Webhook], rendered: list[Manifest]) -> None:
+    """In this order: the kustomize components patch them by index (guarded by `test` operations)."""
+    assert set(hooks) == {GPU_MUTATE, NON_GPU_MUTATE, GPU_PODS, WORKLOADS, ADVISORY, NAMESPACES}
+    mutating = [h["name"] for h in one(rendered, "MutatingWebhookConfiguration")["webhooks"]]
+    validating = [h["name"] for h in one(rendered, "ValidatingWebhookConfiguration")["webhooks"]]
+    assert mutating == [GPU_MUTATE, NON_GPU_MUTATE]
+    assert validating == [GPU_PODS, WORKLOADS, ADVISORY, NAMESPACES]
 
 
 @pytest.mark.parametrize(
     ("name", "failure_policy", "timeout", "path"),
     [
-        (MUTATE, "Fail", 3, "/mutate"),
+        (GPU_MUTATE, "Fail", 3, "/mutate"),
+        (NON_GPU_MUTATE, "Fail", 3, "/mutate"),
         (GPU_PODS, "Fail", 5, "/validate"),
         (WORKLOADS, "Fail", 5, "/validate"),
         (ADVISORY, "Ignore", 5, "/validate-advisory"),
@@ -61,7 +67,7 @@ def test_failure_policy_timeout_and_path(
     }
 
 
-@pytest.mark.parametrize("name", [MUTATE, GPU_PODS, WORKLOADS, ADVISORY])
+@pytest.mark.parametrize("name", [GPU_MUTATE, NON_GPU_MUTATE, GPU_PODS, WORKLOADS, ADVISORY])
 def test_common_settings(hooks: dict[str, Webhook], name: str) -> None:
     hook = hooks[name]
     assert hook["sideEffects"] == "NoneOnDryRun"
@@ -70,7 +76,7 @@ def test_common_settings(hooks: dict[str, Webhook], name: str) -> None:
     assert all(rule["scope"] == "Namespaced" for rule in hook["rules"])
 
 
-@pytest.mark.parametrize("name", [MUTATE, GPU_PODS, WORKLOADS, ADVISORY])
+@pytest.mark.parametrize("name", [GPU_MUTATE, NON_GPU_MUTATE, GPU_PODS, WORKLOADS, ADVISORY])
 def test_system_our_own_and_opted_out_namespaces_are_excluded(hooks: dict[str, Webhook], name: str) -> None:
     """NotIn also matches namespaces without the label, so everything else stays covered."""
     expressions = hooks[name]["namespaceSelector"]["matchExpressions"]
@@ -84,28 +90,54 @@ def test_system_our_own_and_opted_out_namespaces_are_excluded(hooks: dict[str, W
     assert "objectSelector" not in hooks[name]
 
 
+POD_CREATE = {
+    "apiGroups": [""],
+    "apiVersions": ["v1"],
+    "operations": ["CREATE"],
+    "resources": ["pods"],
+    "scope": "Namespaced",
+}
+DEBUG_CONTAINERS = {
+    "apiGroups": [""],
+    "apiVersions": ["v1"],
+    "operations": ["UPDATE"],
+    "resources": ["pods/ephemeralcontainers"],
+    "scope": "Namespaced",
+}
+
+
 def test_mutation_sees_every_pod_creation_and_debug_container_and_is_reinvoked(
     hooks: dict[str, Webhook],
 ) -> None:
-    hook = hooks[MUTATE]
-    assert hook["reinvocationPolicy"] == "IfNeeded"
-    assert hook["rules"] == [
-        {
-            "apiGroups": [""],
-            "apiVersions": ["v1"],
-            "operations": ["CREATE"],
-            "resources": ["pods"],
-            "scope": "Namespaced",
-        },
-        {
-            "apiGroups": [""],
-            "apiVersions": ["v1"],
-            "operations": ["UPDATE"],
-            "resources": ["pods/ephemeralcontainers"],
-            "scope": "Namespaced",
-        },
+    """Between them, the two mutating webhooks see every pod creation (tests/manifests/
+    test_match_conditions.py: each pod reaches exactly one) and every debug container."""
+    assert hooks[GPU_MUTATE]["rules"] == [POD_CREATE]
+    assert hooks[NON_GPU_MUTATE]["rules"] == [POD_CREATE, DEBUG_CONTAINERS]
+    for name, condition in ((GPU_MUTATE, "gpu-pod"), (NON_GPU_MUTATE, "not-a-gpu-pod")):
+        assert hooks[name]["reinvocationPolicy"] == "IfNeeded"
+        assert [c["name"] for c in hooks[name]["matchConditions"]] == ["not-a-mirror-pod", condition]
+    mirror = [
+        {**c, "name": None} for c in hooks[GPU_MUTATE]["matchConditions"] if c["name"] == "not-a-mirror-pod"
     ]
-    assert [c["name"] for c in hook["matchConditions"]] == ["not-a-mirror-pod"]
+    assert mirror == [
+        {**c, "name": None}
+        for c in hooks[NON_GPU_MUTATE]["matchConditions"]
+        if c["name"] == "not-a-mirror-pod"
+    ]
+
+
+def _conditions(hook: Webhook) -> dict[str, str]:
+    return {c["name"]: " ".join(c["expression"].split()) for c in hook["matchConditions"]}
+
+
+def test_the_mutating_webhooks_split_pods_by_the_validating_gpu_condition(hooks: dict[str, Webhook]) -> None:
+    """The same GPU test as gpu-pods.validate (less its ResourceClaim clause, which /mutate never
+    sees), negated for the other: no pod is mutated twice, none is left out."""
+    gpu_pod = _conditions(hooks[GPU_MUTATE])["gpu-pod"]
+    assert (
+        _conditions(hooks[GPU_PODS])["gpu-pod"] == f"request.resource.group == 'resource.k8s.io' || {gpu_pod}"
+    )
+    assert _conditions(hooks[NON_GPU_MUTATE])["not-a-gpu-pod"] == f"request.subResource != '' || !({gpu_pod})"
 
 
 def test_the_gpu_webhooks_split_pods_by_one_gpu_condition(hooks: dict[str, Webhook]) -> None:

@@ -407,7 +407,9 @@ def _run(args: argparse.Namespace, check_serve_args: ArgsCheck) -> int:
         policies=shipment.data,
         non_gpu_failure_policy=args.non_gpu_failure_policy,
         workloads_failure_policy=args.workloads_failure_policy,
-        serve_flags=dict(args.serve_flag),
+        # The ConfigMap is the whole set when the bundle is left out of it: the server must not
+        # add its packaged copy back.
+        serve_flags={**({"no-bundle": "true"} if args.no_security_bundle else {}), **dict(args.serve_flag)},
         control_plane_cidrs=args.control_plane_cidr,
         storage_class=args.storage_class,
     )

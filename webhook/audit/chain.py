@@ -112,24 +112,27 @@ class ChainVerifier:
     def start_file(self) -> None:
         self._file_start = True
 
-    def feed(self, location: Location, line: bytes, *, complete: bool = True) -> None:
-        if self.problem is not None:
-            return
+    def feed(self, location: Location, line: bytes, *, complete: bool = True) -> Record | None:
+        """Check one line; returns the JSON object it holds (None when it holds none), so that a
+        reader checking the chain as it goes parses each line once."""
         if not complete:
             detail = (
                 "the final line is incomplete: cut, or torn by a crash (a running server may be writing it)"
             )
             self._fail(location, None, "truncated", detail)
-            return
+            return None
         record = _parse(line)
-        if record is None:
+        if self.problem is not None:
+            return record
+        if record is None or type(record.get("seq")) is not int:
             self._fail(location, None, "edited", "the line is not a JSON record with an integer seq")
-            return
+            return record
         if self._gap is not None:
             self._watch_gap(record)
-            return
+            return record
         self._link(location, record)
         self._file_start = False
+        return record
 
     def finish(self) -> Problem | None:
         if self._gap is not None and self.problem is None:
@@ -209,6 +212,4 @@ def _parse(line: bytes) -> Record | None:
         record = orjson.loads(line)
     except orjson.JSONDecodeError:
         return None
-    if not isinstance(record, dict) or type(record.get("seq")) is not int:
-        return None
-    return record
+    return record if isinstance(record, dict) else None

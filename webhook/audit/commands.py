@@ -13,7 +13,8 @@ from typing import Any, TypeAlias
 import orjson
 
 from webhook.audit import output, signing
-from webhook.audit.chain import Record
+from webhook.audit.chain import Problem, Record
+from webhook.audit.checked import CheckedRead
 from webhook.audit.query import (
     DECISIONS,
     Filter,
@@ -21,15 +22,20 @@ from webhook.audit.query import (
     follow,
     last,
     log_files,
+    log_groups,
     parse_time,
     position,
-    select,
+    select_files,
 )
 from webhook.audit.verify import verify
+from webhook.errors import ConfigError
 
 Env = Callable[..., str | None]
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 MiB = 1024 * 1024
+# summary, report and query print what they read, then exit with this when the log fails
+# verification (as `audit verify` does); 2 is for a file they cannot read at all (cli.main).
+EXIT_UNVERIFIED = 1
 
 
 def add_audit_serve_options(serve: argparse.ArgumentParser, env: Env) -> None:
@@ -157,13 +163,15 @@ def _add_tail(actions: Subparsers) -> None:
 
 def _tail(args: argparse.Namespace) -> int:
     where = _filter(args)
-    start = position(args.file) if args.file.is_file() else None
+    log_files([args.file])
+    start = position(args.file)
     records = last([args.file], where, args.lines, upto=start) if args.lines > 0 else []
     stream: Iterator[Record] = iter(records)
     if args.follow:
         stream = _chain(records, follow(args.file, where, start=start))
     fmt = "jsonl" if args.follow and args.output == "json" else args.output
-    return _print(lambda: output.write(_flushing(stream), fmt, sys.stdout))
+    _print(lambda: output.write(_flushing(stream), fmt, sys.stdout))
+    return 0
 
 
 def _add_query(actions: Subparsers) -> None:
@@ -172,14 +180,56 @@ def _add_query(actions: Subparsers) -> None:
     query.add_argument("-o", "--output", choices=output.FORMATS, default="table")
     query.add_argument("--limit", type=int, default=0, help="stop after this many records")
     _add_filters(query)
+    _add_checks(query)
     query.set_defaults(command=_query)
 
 
+def _add_checks(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--public-key", type=Path, help="also verify signed checkpoints with this Ed25519 public key"
+    )
+    parser.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="skip the hash-chain check that runs while reading (faster on large logs)",
+    )
+
+
+def _read(args: argparse.Namespace, groups: list[list[Path]]) -> tuple[Iterator[Record], CheckedRead | None]:
+    """The matching records of each named log in turn, and the check that runs while they are
+    read (None with --no-verify)."""
+    if args.no_verify and args.public_key:
+        raise QueryError("--public-key checks signatures while reading, which --no-verify turns off")
+    if args.no_verify:
+        return select_files([path for files in groups for path in files], _filter(args)), None
+    public = signing.load_public(args.public_key) if args.public_key else None
+    checked = CheckedRead(groups, _filter(args), public_key=public)
+    return iter(checked), checked
+
+
+def _problem(checked: CheckedRead | None) -> Problem | None:
+    return checked.problem() if checked is not None else None
+
+
+def _verdict(problem: Problem | None) -> int:
+    """One line on stderr when the log fails verification; what was read has been printed."""
+    if problem is None:
+        return 0
+    print(
+        f"gpu-webhook: the audit log fails verification at {problem}; the output above includes "
+        "records the chain cannot vouch for (`gpu-webhook audit verify` says more)",
+        file=sys.stderr,
+    )
+    return EXIT_UNVERIFIED
+
+
 def _query(args: argparse.Namespace) -> int:
-    records = select(args.files, _filter(args))
+    records, checked = _read(args, log_groups(args.files))
     if args.limit > 0:
         records = _limited(records, args.limit)
-    return _print(lambda: output.write(records, args.output, sys.stdout))
+    if not _print(lambda: output.write(records, args.output, sys.stdout)):
+        return 0
+    return _verdict(_problem(checked))
 
 
 def _add_summary(actions: Subparsers) -> None:
@@ -189,17 +239,30 @@ def _add_summary(actions: Subparsers) -> None:
     summary.add_argument("files", type=Path, nargs="+", metavar="FILE")
     summary.add_argument("-o", "--output", choices=["text", "json"], default="text")
     _add_filters(summary)
+    _add_checks(summary)
     summary.set_defaults(command=_summary)
 
 
 def _summary(args: argparse.Namespace) -> int:
     from webhook.audit.summary import as_json, collect, write_text
 
-    stats = collect(select(args.files, _filter(args)))
+    records, checked = _read(args, log_groups(args.files))
+    stats = collect(records)
+    problem = _problem(checked)
     if args.output == "json":
-        text = orjson.dumps(as_json(stats), option=orjson.OPT_INDENT_2).decode() + "\n"
-        return _print(lambda: sys.stdout.write(text))
-    return _print(lambda: write_text(stats, sys.stdout))
+        data = {**as_json(stats), "verification": _verification(checked, problem)}
+        text = orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n"
+        written = _print(lambda: sys.stdout.write(text))
+    else:
+        written = _print(lambda: write_text(stats, sys.stdout))
+    return _verdict(problem) if written else 0
+
+
+def _verification(checked: CheckedRead | None, problem: Problem | None) -> str:
+    """What the check found, in words: `ok`, `skipped` (--no-verify), or where it fails."""
+    if checked is None:
+        return "skipped"
+    return "ok" if problem is None else f"failed at {problem}"
 
 
 def _add_verify(actions: Subparsers) -> None:
@@ -227,6 +290,7 @@ def _add_report(actions: Subparsers) -> None:
     report.add_argument("--out", type=Path, required=True)
     report.add_argument("--title", default="gpu-webhook audit report")
     _add_filters(report)
+    _add_checks(report)
     report.set_defaults(command=_report)
 
 
@@ -234,34 +298,59 @@ def _report(args: argparse.Namespace) -> int:
     from webhook.audit.report import render
     from webhook.audit.summary import collect
 
-    files = log_files(args.files)
-    stats = collect(select(files, _filter(args)))
-    args.out.write_text(render(stats, sources=files, title=args.title), encoding="utf-8")
+    _writable(args.out)
+    groups = log_groups(args.files)
+    records, checked = _read(args, groups)
+    stats = collect(records)
+    problem = _problem(checked)
+    sources = [path for files in groups for path in files]
+    page = render(stats, sources=sources, title=args.title, verification=_verification(checked, problem))
+    try:
+        args.out.write_text(page, encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"cannot write the report {args.out}: {e.strerror or e}") from e
     print(f"wrote {args.out}: {stats.total} records")
-    return 0
+    return _verdict(problem)
+
+
+def _writable(out: Path) -> None:
+    """Say what is wrong with --out before a long read, not after it."""
+    if out.is_dir():
+        raise ConfigError(f"cannot write the report {out}: it is a directory; give a file name")
+    if out.parent.exists() and not out.parent.is_dir():
+        raise ConfigError(f"cannot write the report {out}: {out.parent} is not a directory")
+    if not out.parent.is_dir():
+        raise ConfigError(f"cannot write the report {out}: the directory {out.parent} does not exist")
 
 
 def _add_keygen(actions: Subparsers) -> None:
     keygen = actions.add_parser("keygen", help="create an Ed25519 key pair for signed checkpoints")
-    keygen.add_argument("--out", type=Path, required=True)
+    keygen.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help=f"a directory for {signing.PRIVATE_NAME} and {signing.PUBLIC_NAME}",
+    )
+    keygen.add_argument("--force", action="store_true", help="replace a key pair that is already there")
     keygen.set_defaults(command=_keygen)
 
 
 def _keygen(args: argparse.Namespace) -> int:
-    private, public = signing.generate(args.out)
+    private, public = signing.generate(args.out, force=args.force)
     print(f"wrote {private} (serve --audit-signing-key) and {public} (audit verify --public-key)")
     return 0
 
 
-def _print(action: Callable[[], object]) -> int:
-    """Stop quietly when the reader goes away (`| head`)."""
+def _print(action: Callable[[], object]) -> bool:
+    """Stop quietly when the reader goes away (`| head`); False then."""
     try:
         action()
         sys.stdout.flush()
     except BrokenPipeError:
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 0
+        return False
+    return True
 
 
 def _chain(first: list[Record], rest: Iterator[Record]) -> Iterator[Record]:

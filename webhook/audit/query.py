@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from webhook.audit.chain import Record
-from webhook.audit.files import expand, family, last_line, read_blocks
+from webhook.audit.files import check_log, expand, last_line, read_blocks, reading
 from webhook.audit.record import rfc3339
 from webhook.errors import WebhookError
 
@@ -113,19 +113,36 @@ def parse_time(text: str, *, now: dt.datetime | None = None) -> str:
 
 
 def log_files(paths: Iterable[Path]) -> list[Path]:
-    files = expand(paths)
-    missing = [str(p) for p in files if not p.is_file()]
-    if not files or missing:
-        raise QueryError(f"no audit log at {', '.join(missing or [str(p) for p in paths])}")
+    """The named files and their rotated siblings, in log order, each checked to be an audit log."""
+    named = list(paths)
+    files = expand(named)
+    if not files:
+        raise QueryError(f"no audit log at {', '.join(str(p) for p in named)}")
+    for path in files:
+        check_log(path)
     return files
+
+
+def log_groups(paths: Iterable[Path]) -> list[list[Path]]:
+    """Each named log with its rotated siblings, in log order: one hash chain each, since the
+    replicas of a StatefulSet each write their own (a file named twice is read once)."""
+    seen: set[Path] = set()
+    groups: list[list[Path]] = []
+    for path in paths:
+        files = [member for member in log_files([path]) if member.resolve() not in seen]
+        seen.update(member.resolve() for member in files)
+        if files:
+            groups.append(files)
+    return groups
 
 
 def select(paths: Iterable[Path], where: Filter) -> Iterator[Record]:
     """Matching records in log order; a torn last line (a write in progress) is skipped."""
-    return _select(log_files(paths), where)
+    return select_files(log_files(paths), where)
 
 
-def _select(files: list[Path], where: Filter) -> Iterator[Record]:
+def select_files(files: Iterable[Path], where: Filter) -> Iterator[Record]:
+    """Matching records of these files, in the order given, without checking the chain."""
     for path in files:
         for block in read_blocks(path):
             if not where.maybe(block):
@@ -146,12 +163,13 @@ class Position:
 
 
 def position(path: Path) -> Position:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        stat = os.fstat(fd)
-        return Position(stat.st_ino, last_line(fd, stat.st_size)[1])
-    finally:
-        os.close(fd)
+    with reading(path):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            stat = os.fstat(fd)
+            return Position(stat.st_ino, last_line(fd, stat.st_size)[1])
+        finally:
+            os.close(fd)
 
 
 def last(paths: Iterable[Path], where: Filter, count: int, *, upto: Position | None = None) -> list[Record]:
@@ -186,15 +204,16 @@ def follow(
             continue
         if _rotated_away(base, inode):
             stream.close()
-            stream, inode = open(base, "rb"), os.stat(base).st_ino  # noqa: SIM115
+            with reading(base):
+                stream, inode = open(base, "rb"), os.stat(base).st_ino  # noqa: SIM115
             continue
         time.sleep(poll_seconds)
 
 
 def _open_at(base: Path, start: Position | None) -> tuple[Any, int]:
-    if not family(base):
-        raise QueryError(f"no audit log at {base}")
-    stream = open(base, "rb")  # noqa: SIM115
+    check_log(base)
+    with reading(base):
+        stream = open(base, "rb")  # noqa: SIM115
     inode = os.fstat(stream.fileno()).st_ino
     if start is not None and start.inode == inode:
         stream.seek(start.offset)
@@ -212,7 +231,7 @@ def _rotated_away(base: Path, inode: int) -> bool:
 
 def _lines_backwards(path: Path, end: int | None = None) -> Iterator[bytes]:
     """Whole lines from `end` (default: the end of the file) back to the start; a torn last one is skipped."""
-    with path.open("rb") as stream:
+    with reading(path), path.open("rb") as stream:
         position = stream.seek(0, os.SEEK_END) if end is None else end
         carry = b""
         at_end = True

@@ -41,6 +41,7 @@ ul.examples{margin:0;padding-left:16px}
 th,td{border-bottom:1px solid #ddd;padding:4px 6px;text-align:left;vertical-align:top}
 tr.hidden{display:none}
 input#filter{width:320px;padding:4px;margin:8px 0}
+p.verification.failed{background:#fde2e1;border:1px solid #e45756;padding:8px}
 """
 
 SCRIPT = """
@@ -64,10 +65,19 @@ SCRIPT = """
 """
 
 
-def render(stats: Stats, *, sources: Sequence[Path], title: str = "gpu-webhook audit report") -> str:
+def render(
+    stats: Stats,
+    *,
+    sources: Sequence[Path],
+    title: str = "gpu-webhook audit report",
+    verification: str | None = None,
+) -> str:
+    """`verification` is what reading found (`ok`, `skipped`, `failed at …`): a page may be passed
+    on without its command line, so it says itself whether its log verified."""
     width, columns = timeline(stats)
     sections = [
         _header(stats, sources, title),
+        _verification(verification),
         _section(
             f"Decisions over time (per {duration(width)})" if columns else "Decisions over time",
             stacked_columns("decisions-over-time", columns, DECISION_SERIES),
@@ -153,6 +163,19 @@ def _header(stats: Stats, sources: Sequence[Path], title: str) -> str:
     files = ", ".join(escape(str(p)) for p in sources)
     when = f"{escape(stats.first_time or '-')} to {escape(stats.last_time or '-')}"
     return f'<h1>{escape(title)}</h1><p>{when}; from {files}</p><p class="totals">{spans}</p>'
+
+
+def _verification(verification: str | None) -> str:
+    if verification is None:
+        return ""
+    if verification == "ok":
+        return '<p class="verification" data-verification="ok">Hash chain verified.</p>'
+    if verification == "skipped":
+        return '<p class="verification" data-verification="skipped">Not verified (--no-verify).</p>'
+    return (
+        '<p class="verification failed" data-verification="failed"><b>This log fails verification</b> '
+        f"{escape(verification)}: the figures below include records the chain cannot vouch for.</p>"
+    )
 
 
 def _section(heading: str, body: str) -> str:

@@ -43,9 +43,15 @@ class SigningKey:
         return base64.b64encode(self._private.sign(data)).decode("ascii")
 
 
-def generate(out: Path) -> tuple[Path, Path]:
-    """Write a new key pair: the private key with mode 0600, the public key for verifiers."""
-    out.mkdir(parents=True, exist_ok=True)
+def generate(out: Path, *, force: bool = False) -> tuple[Path, Path]:
+    """Write a new key pair into the directory `out`: the private key with mode 0600, the public
+    key for verifiers. An existing pair is replaced only with `force`: a lost signing key leaves
+    every checkpoint it signed verifiable only with its own public key."""
+    private_path, public_path = out / PRIVATE_NAME, out / PUBLIC_NAME
+    _make_directory(out)
+    existing = [path for path in (private_path, public_path) if path.exists()]
+    if existing and not force:
+        raise ConfigError(f"{existing[0]} exists: keygen does not replace a key pair unless given --force")
     private = Ed25519PrivateKey.generate()
     private_pem = private.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
@@ -53,18 +59,39 @@ def generate(out: Path) -> tuple[Path, Path]:
     public_pem = private.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
-    private_path, public_path = out / PRIVATE_NAME, out / PUBLIC_NAME
-    fd = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as stream:
-        stream.write(private_pem)
-    public_path.write_bytes(public_pem)
+    _write(private_path, private_pem, 0o600, replace=force)
+    _write(public_path, public_pem, 0o644, replace=force)
     return private_path, public_path
+
+
+def _make_directory(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as e:
+        raise ConfigError(f"{out} exists and is not a directory: keygen --out names a directory") from e
+    except OSError as e:
+        raise ConfigError(f"cannot create the directory {out}: {e.strerror or e}") from e
+
+
+def _write(path: Path, data: bytes, mode: int, *, replace: bool) -> None:
+    """Create `path` (O_EXCL unless replacing, so a key written meanwhile is never overwritten)."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if replace else os.O_EXCL)
+    try:
+        with os.fdopen(os.open(path, flags, mode), "wb") as stream:
+            os.fchmod(stream.fileno(), mode)  # a replaced file keeps its old mode otherwise
+            stream.write(data)
+    except FileExistsError as e:
+        raise ConfigError(f"{path} exists: keygen does not replace a key pair unless given --force") from e
+    except OSError as e:
+        raise ConfigError(f"cannot write {path}: {e.strerror or e}") from e
 
 
 def load_public(path: Path) -> Ed25519PublicKey:
     try:
         key = serialization.load_pem_public_key(path.read_bytes())
-    except (OSError, ValueError) as e:
+    except OSError as e:
+        raise ConfigError(f"cannot load the audit public key {path}: {e.strerror or e}") from e
+    except ValueError as e:
         raise ConfigError(f"cannot load the audit public key {path}: {e}") from e
     if not isinstance(key, Ed25519PublicKey):
         raise ConfigError(f"{path} is not an Ed25519 public key")

@@ -55,7 +55,7 @@ class Verification:
 def verify(
     files: Sequence[Path], *, public_key: Ed25519PublicKey | None = None, from_genesis: bool = False
 ) -> Verification:
-    check = None if public_key is None else _signature_check(public_key)
+    check = None if public_key is None else signature_check(public_key)
     chain = ChainVerifier(check, from_genesis=from_genesis)
     for path in files:
         chain.start_file()
@@ -83,7 +83,7 @@ def verify(
     )
 
 
-def _signature_check(public_key: Ed25519PublicKey) -> SignatureCheck:
+def signature_check(public_key: Ed25519PublicKey) -> SignatureCheck:
     def check(record: Record) -> str | None:
         return checkpoint_error(public_key, record)
 

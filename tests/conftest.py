@@ -14,7 +14,8 @@ EXAMPLES = REPO / "examples"
 BUNDLED_POLICIES = REPO / "policies"
 
 # A busy machine slows every draw and example alike: no property test may depend on wall-clock
-# speed, so neither the per-example deadline nor the slow-generation health check applies.
+# speed, so neither the per-example deadline nor the slow-generation health check applies. A
+# settings() that names its own suppress_health_check replaces this list: keep too_slow in it.
 settings.register_profile("any-machine", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("any-machine")
 

@@ -16,7 +16,11 @@ from tests.support.server import ServerProcess
 from tests.support.tlsclient import JSON_HEADERS
 
 BASE = make_review(load_example("pod-gpu-training.yaml"))
-LIVE = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+LIVE = settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],  # the profile's, too
+)
 
 json_values = st.recursive(
     st.none()

@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from tests.support.apiserver import apply_patch, check_reply
+from tests.support.patience import PATIENCE
 from tests.support.reviews import load_example, make_review
 from tests.support.server import ServerProcess
 from tests.support.tlsclient import JSON_HEADERS, SERVICE_NAME
@@ -114,7 +115,7 @@ def test_bad_requests_get_a_one_line_json_error(
 
 
 def _raw_tls(server: ServerProcess) -> ssl.SSLSocket:
-    raw = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    raw = socket.create_connection(("127.0.0.1", server.port), timeout=PATIENCE)
     return server.client().context.wrap_socket(raw, server_hostname=SERVICE_NAME)
 
 

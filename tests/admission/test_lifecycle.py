@@ -12,6 +12,7 @@ import orjson
 
 from tests.conftest import BUNDLED_POLICIES
 from tests.support.apiserver import check_reply
+from tests.support.patience import PATIENCE
 from tests.support.reviews import load_example, make_review
 from tests.support.server import start_server
 from tests.support.tlsclient import SERVICE_NAME, TLSClient, client_context
@@ -40,11 +41,13 @@ def test_sigterm_drains_a_request_in_flight(cert_dir: Path) -> None:
         str(BUNDLED_POLICIES),
         "--log-level",
         "debug",
+        "--body-timeout-seconds",  # the body is split around a signal: a busy machine may dawdle
+        f"{PATIENCE:g}",
     ]
     server = start_server(args, ca_file=cert_dir / "ca.crt")
     review = make_review(load_example("pod-cpu.yaml"))
     body = orjson.dumps(review)
-    raw = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    raw = socket.create_connection(("127.0.0.1", server.port), timeout=PATIENCE)
     with client_context(cert_dir / "ca.crt").wrap_socket(raw, server_hostname=SERVICE_NAME) as sock:
         sock.sendall(
             b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -59,7 +62,7 @@ def test_sigterm_drains_a_request_in_flight(cert_dir: Path) -> None:
     response = orjson.loads(reply.split(b"\r\n\r\n", 1)[1])
     assert response["response"]["uid"] == review["request"]["uid"]
     server.wait_for_log(lambda e: e.get("msg", "").startswith("Finished server process"))
-    assert server.process.wait(timeout=30) in (0, -signal.SIGTERM)
+    assert server.process.wait(timeout=PATIENCE) in (0, -signal.SIGTERM)
 
 
 def _read_http_reply(sock: ssl.SSLSocket) -> bytes:

@@ -16,6 +16,7 @@ import pytest
 from tests.conftest import BUNDLED_POLICIES, REPO
 from tests.support.apiserver import check_reply
 from tests.support.cli import gpu_webhook
+from tests.support.patience import PATIENCE
 from tests.support.reviews import load_example, make_review
 from tests.support.server import ServerProcess, start_server
 from webhook.workers import reap_orphans, reuseport_sockets
@@ -40,7 +41,6 @@ def _await_started(server: ServerProcess, count: int) -> list[int]:
             lambda e: (
                 bool(_STARTED.match(e.get("msg", ""))) or e.get("msg") == "Application startup complete."
             ),
-            timeout=30,
         )
         started = _STARTED.match(entry["msg"])
         if started:
@@ -93,7 +93,7 @@ def _listening_inodes(port: int) -> set[str]:
 def _await_listening(port: int, count: int) -> set[str]:
     """The listening sockets once there are `count`: uvicorn logs its start-up before it calls
     listen(), and nothing else tells us when it has, so the kernel's table is polled."""
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + PATIENCE
     while len(found := _listening_inodes(port)) < count and time.monotonic() < deadline:
         time.sleep(0.05)
     return found

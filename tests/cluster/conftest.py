@@ -6,12 +6,13 @@ from pathlib import Path
 import pytest
 
 from tests.support.fakekube import FakeKube
+from tests.support.patience import PATIENCE
 from webhook.cache import KINDS, ClusterCache
 from webhook.cluster import Connection, KubeSource, connect
 from webhook.informer import Backoff, Informer
 
 FAST_BACKOFF = Backoff(initial=0.01, maximum=0.08)
-WAIT = 10.0
+WAIT = PATIENCE
 
 
 @pytest.fixture

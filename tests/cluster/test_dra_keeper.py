@@ -35,7 +35,9 @@ SLICED = sharing_policy(
     "match: {namespaces: [team-*]}\nsharing: {mode: dra, strategy: TimeSlicing, maxGpusPerPod: 1}",
     name="sliced",
 )
-FAST_LEASE = Timing(lease_seconds=3, renew_deadline=2.0, retry_seconds=0.05)
+# Real time: no pause of a busy machine outlasts the renew deadline, so the replica that takes the
+# lease keeps it, and the other never writes a template the first has written.
+LIVE_LEASE = Timing(lease_seconds=3600, renew_deadline=1800, retry_seconds=0.05)
 
 
 @dataclass
@@ -98,7 +100,7 @@ def test_the_lease_holder_alone_creates_the_templates_of_every_matched_namespace
             connection,
             cluster,
             policies,
-            LeaseElector(LeaseStore(connection, "gpu-system"), name, name=LEASE_NAME, timing=FAST_LEASE),
+            LeaseElector(LeaseStore(connection, "gpu-system"), name, name=LEASE_NAME, timing=LIVE_LEASE),
         )
         for name in ("replica-1", "replica-2")
     ]

@@ -11,10 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import BUNDLED_POLICIES
 from tests.support.dispatch import Dispatcher, Request, installed
-from tests.support.policies import sharing_policy
-from webhook.policy.loader import load_directory
+from tests.support.policies import bundled_policies, sharing_policy
 from webhook.review import ReviewDeps
 
 SINGLE = sharing_policy(
@@ -26,7 +24,7 @@ SINGLE = sharing_policy(
 
 @pytest.fixture(scope="module")
 def dispatcher() -> Iterator[Dispatcher]:
-    bundled = load_directory(BUNDLED_POLICIES)
+    bundled = bundled_policies()
     policies = dataclasses.replace(bundled, sharing=(*bundled.sharing, SINGLE))
     with installed(ReviewDeps(policies=policies)) as dispatcher:
         yield dispatcher

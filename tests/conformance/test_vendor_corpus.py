@@ -11,11 +11,10 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import BUNDLED_POLICIES
 from tests.support.dispatch import Dispatcher, Request, installed
+from tests.support.policies import bundled_policies
 from tests.support.schema import assert_valid
 from webhook.accounting import names
-from webhook.policy.loader import load_directory
 from webhook.review import ReviewDeps
 
 NAMESPACES = ["plain", "example-timeslice", "example-mps", "example-mig", "example-hami", "example-kai"]
@@ -99,7 +98,7 @@ CORPUS: dict[str, dict[str, Any]] = {
 
 @pytest.fixture(scope="module")
 def dispatcher() -> Iterator[Dispatcher]:
-    with installed(ReviewDeps(policies=load_directory(BUNDLED_POLICIES))) as dispatcher:
+    with installed(ReviewDeps(policies=bundled_policies())) as dispatcher:
         yield dispatcher
 
 

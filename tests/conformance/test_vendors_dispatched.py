@@ -12,17 +12,15 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import BUNDLED_POLICIES
 from tests.dra.objects import device_class
 from tests.dra.objects import pod as dra_pod
 from tests.support.dispatch import Admission, Dispatcher, Request, installed
 from tests.support.pods import make_pod, namespace, quota, res, sidecar
-from tests.support.policies import sharing_policy
+from tests.support.policies import bundled_policies, sharing_policy
 from webhook.accounting.count import count_gpus
 from webhook.inventory import Inventory, cache_from
 from webhook.mutation.hints import pod_demand
 from webhook.offline import offline_deps
-from webhook.policy.loader import load_directory
 from webhook.quota.status import status_rows
 
 TEAM = "team-accel"
@@ -54,7 +52,7 @@ HAMI_DENY = sharing_policy(
 
 @pytest.fixture(scope="module")
 def dispatcher() -> Iterator[Dispatcher]:
-    bundled = load_directory(BUNDLED_POLICIES)
+    bundled = bundled_policies()
     policies = dataclasses.replace(
         bundled, sharing=(*bundled.sharing, TIMESLICE_PACKED, HAMI_DENY, CAPPED), quotas=QUOTAS
     )

@@ -15,6 +15,7 @@ import yaml
 from tests.conftest import BUNDLED_POLICIES
 from tests.dra.objects import NS, claim, pod, request, template
 from tests.support.dispatch import Dispatcher, Request, installed
+from tests.support.policies import bundled_policies
 from tests.support.schema import assert_valid
 from webhook.inventory import Inventory
 from webhook.offline import offline_deps
@@ -51,7 +52,7 @@ QUOTA = {
 
 @pytest.fixture(scope="module")
 def dispatcher() -> Iterator[Dispatcher]:
-    policies = load_directory(BUNDLED_POLICIES)
+    policies = bundled_policies()
     quota = parse_quota(QUOTA, "quota.yaml", lambda _: 1)
     policies = dataclasses.replace(policies, quotas=(*policies.quotas, quota))
     with installed(offline_deps(policies, INVENTORY)) as dispatcher:

@@ -9,14 +9,12 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import BUNDLED_POLICIES
 from tests.support.dispatch import Dispatcher, Request, installed
-from tests.support.policies import sharing_policy
+from tests.support.policies import bundled_policies, sharing_policy
 from tests.support.schema import assert_valid
 from webhook.dra import templates
 from webhook.inventory import Inventory
 from webhook.offline import offline_deps
-from webhook.policy.loader import load_directory
 from webhook.quota.policy import parse_quota
 
 NS = "dra-team"
@@ -45,7 +43,7 @@ QUOTA = {
 
 @pytest.fixture(scope="module")
 def dispatcher() -> Iterator[Dispatcher]:
-    policies = load_directory(BUNDLED_POLICIES)
+    policies = bundled_policies()
     ours = tuple(POLICIES.values())
     quota = parse_quota(QUOTA, "quota.yaml", lambda _: 1)
     policies = dataclasses.replace(
@@ -137,7 +135,7 @@ def test_a_policys_template_that_someone_else_made_differently_is_no_escape() ->
     ours = (POLICIES["TimeSlicing"],)
     printed = templates.needed(ours, NS, {"kubernetes.io/metadata.name": NS})
     squatted = [{**t, "spec": _template_object("Exclusive", 1)["spec"]} for t in printed]
-    policies = dataclasses.replace(load_directory(BUNDLED_POLICIES), sharing=ours)
+    policies = dataclasses.replace(bundled_policies(), sharing=ours)
     deps = offline_deps(policies, Inventory("squatted", tuple(squatted)))
     with installed(deps) as dispatcher:
         outcome = dispatcher.admit(Request("CREATE", _pod("TimeSlicing", 1)))

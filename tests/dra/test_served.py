@@ -10,13 +10,13 @@ import yaml
 
 from tests.conftest import BUNDLED_POLICIES
 from tests.dra.objects import device_class
+from tests.support.policies import bundled_policies
 from tests.support.reviews import make_review
 from tests.support.schema import assert_valid
 from tests.support.server import start_server
 from webhook.dra.served import allocatable_names, unserved
 from webhook.inventory import Inventory
 from webhook.offline import offline_deps
-from webhook.policy.loader import load_directory
 from webhook.review import review
 
 NAMESPACE = "example-timeslice"  # policies/examples/timeslice.yaml rewrites to nvidia.com/gpu.shared
@@ -55,7 +55,7 @@ WARNING = "which no node and no DeviceClass serves"
 def test_review_warns_of_a_rewrite_to_an_unserved_name(case: str, objects: list[Any], warned: bool) -> None:
     for obj in objects:
         assert_valid(obj)
-    deps = offline_deps(load_directory(BUNDLED_POLICIES), Inventory("test", tuple(objects)))
+    deps = offline_deps(bundled_policies(), Inventory("test", tuple(objects)))
     decision = review(make_review(POD)["request"], "mutate", deps)
     assert decision.allowed and decision.patch, case
     assert any(WARNING in w for w in decision.warnings) is warned, (case, decision.warnings)

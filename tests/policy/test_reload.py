@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from pathlib import Path
 
@@ -106,6 +107,19 @@ def _resource(server: ServerProcess) -> str:
     return str(response["auditAnnotations"]["sharing-mode"])
 
 
+def _replace(path: Path, text: str) -> None:
+    """Write `path` in one step: the server polls every 0.2 s, and must never read half a file."""
+    staged = path.parent.parent / f"{path.name}.staged"
+    staged.write_text(text)
+    os.replace(staged, path)
+
+
+def _loaded_version(server: ServerProcess) -> str:
+    """The version of the set the server loaded at start."""
+    entries = (json.loads(line) for line in server.seen if line.startswith("{"))
+    return str(next(e["version"] for e in entries if e.get("msg") == "policy set loaded"))
+
+
 def test_live_server_keeps_enforcing_through_a_broken_file_then_takes_an_edit(
     tmp_path: Path, cert_dir: Path
 ) -> None:
@@ -115,16 +129,17 @@ def test_live_server_keeps_enforcing_through_a_broken_file_then_takes_an_edit(
     args = ["--cert-dir", str(cert_dir), "--policies", str(policies), "--policy-check-seconds", "0.2"]
     server = start_server(args, ca_file=cert_dir / "ca.crt")
     try:
+        first = _loaded_version(server)
         assert _resource(server) == "mig"
-        (policies / "broken.yaml").write_text(BROKEN)
+        _replace(policies / "broken.yaml", BROKEN)
         rejected = server.wait_for_log(lambda e: e.get("msg") == "policy set rejected")
         assert any("broken.yaml:3: not valid YAML: a '{...}' mapping" in p for p in rejected["problems"])
         assert _resource(server) == "mig"
         ready = server.client().request("GET", "/readyz")
         assert ready.status == 200 and b"last good set in force" in ready.body
-        (policies / "broken.yaml").unlink()
-        (policies / "p.yaml").write_text(TIMESLICE)
-        server.wait_for_log(lambda e: e.get("msg") == "policy set loaded")
+        (policies / "broken.yaml").unlink()  # a check may come now, and reload the first set
+        _replace(policies / "p.yaml", TIMESLICE)
+        server.wait_for_log(lambda e: e.get("msg") == "policy set loaded" and e.get("version") != first)
         assert _resource(server) == "timeslice"
         metrics = server.client().request("GET", "/metrics").body.decode()
         assert "gpu_webhook_policy_load_errors_total 1.0" in metrics

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from typing import Any
 
+from tests.support.patience import PATIENCE
+
 Activation = dict[str, Any]
 
 
@@ -48,7 +50,7 @@ class CelProcess:
     def close(self) -> None:
         assert self._process.stdin is not None
         self._process.stdin.close()
-        self._process.wait(timeout=10)
+        self._process.wait(timeout=PATIENCE)
 
     def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self._process.stdin is not None and self._process.stdout is not None
@@ -56,7 +58,7 @@ class CelProcess:
         self._process.stdin.flush()
         line = self._process.stdout.readline()
         if not line:
-            raise CelError(f"CEL process exited with {self._process.wait(timeout=10)}")
+            raise CelError(f"CEL process exited with {self._process.wait(timeout=PATIENCE)}")
         answer: dict[str, Any] = json.loads(line)
         return answer
 

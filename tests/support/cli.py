@@ -8,12 +8,15 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from tests.support.patience import PATIENCE
+
 
 def gpu_webhook(
-    *args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None, timeout: float = 60
+    *args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None, timeout: float = 3 * PATIENCE
 ) -> subprocess.CompletedProcess[str]:
     """Never raises for a failing command: tests assert on its exit code and output. The
-    caller's GPU_WEBHOOK_* settings are left out, so a developer's shell cannot change a result."""
+    caller's GPU_WEBHOOK_* settings are left out, so a developer's shell cannot change a result.
+    `timeout` bounds a whole command (start, compiling the bundle, its work), so it is wider."""
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("GPU_WEBHOOK_")}
     return subprocess.run(
         [sys.executable, "-m", "webhook", *args],

@@ -36,6 +36,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
+from tests.support.patience import PATIENCE
 from tests.support.quiethttp import QuietHandler, QuietHTTPServer
 
 TOKEN = "fake-token"
@@ -250,14 +251,14 @@ class FakeKube:
                 self._down = False
                 self._cond.notify_all()
 
-    def wait_for_requests(self, predicate: Callable[[list[str]], bool], timeout: float = 10.0) -> None:
+    def wait_for_requests(self, predicate: Callable[[list[str]], bool], timeout: float = PATIENCE) -> None:
         with self._cond:
             if not self._cond.wait_for(lambda: predicate(self.requests), timeout):
                 raise AssertionError(
                     "the client never made the awaited requests:\n" + "\n".join(self.requests)
                 )
 
-    def wait_for_watches(self, count: int, timeout: float = 10.0) -> None:
+    def wait_for_watches(self, count: int, timeout: float = PATIENCE) -> None:
         """Until `count` watch streams are open and waiting for events."""
         with self._cond:
             if not self._cond.wait_for(lambda: self._open_watches >= count, timeout):

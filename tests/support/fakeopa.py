@@ -5,21 +5,32 @@ Follows the documented Policy API (`PUT/GET/DELETE /v1/policies/{id}`, errors as
 and Data API (`PUT /v1/data/{path}` -> 204, `POST /v1/data/{path}` with `{"input": …}` ->
 `{"result": …}`, no `result` when undefined, 500 when evaluation fails). It evaluates
 nothing itself: each query is compiled and run by regopy, like the in-process engine.
+
+Like OPA, a policy is refused when the set it would join does not compile. Compiling the whole
+set on every `PUT` made a start that pushes N modules cost N whole-set compiles: over a minute
+on a busy 2-CPU machine, longer than any client waits. So only the modules the new one can
+affect are compiled (see `_affected`), and a set once compiled is not compiled again.
+Queries share built bundles the same way (see `FakeOpa._bundle`).
 """
 
 from __future__ import annotations
 
+import collections
+import functools
+import re
 import threading
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 import orjson
 from regopy import RegoError
 
+from tests.support.patience import PATIENCE
 from tests.support.quiethttp import QuietHandler, QuietHTTPServer
 from webhook.policy.engines.layout import regopy_errors
+from webhook.policy.engines.opa import OpaSettings
 from webhook.policy.engines.regopy import RuntimeFailure, new_interpreter, query_entrypoint
 
 _MISSING = object()
@@ -31,7 +42,6 @@ class FakeOpa:
         self.data: dict[str, Any] = {}
         self.queries = 0
         self._lock = threading.Lock()
-        self._bundles: dict[str, Any] = {}
         self._server = QuietHTTPServer(("127.0.0.1", 0), _handler(self))
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -39,6 +49,11 @@ class FakeOpa:
     def url(self) -> str:
         host, port = self._server.server_address[:2]
         return f"http://{host!s}:{port}"
+
+    def settings(self, **overrides: Any) -> OpaSettings:
+        """How our client reaches this fake. No test is about OPA being slow: a busy machine makes
+        the fake slow, so the client waits as long as a hung test would."""
+        return OpaSettings(**{"url": self.url, "timeout": PATIENCE, **overrides})
 
     def start(self) -> FakeOpa:
         self._thread.start()
@@ -53,12 +68,11 @@ class FakeOpa:
     def put_policy(self, policy_id: str, text: str) -> tuple[int, Any]:
         with self._lock:
             candidate = {**self.policies, policy_id: text}
-            errors = _compile_errors(candidate)
+            errors = _compile_errors(candidate, None if policy_id in self.policies else policy_id)
             if errors:
                 body = {"code": "invalid_parameter", "message": "error(s) occurred while compiling module(s)"}
                 return 400, {**body, "errors": errors}
             self.policies = candidate
-            self._bundles.clear()
             return 200, {}
 
     def delete_policy(self, policy_id: str) -> tuple[int, Any]:
@@ -68,7 +82,6 @@ class FakeOpa:
                     "code": "resource_not_found",
                     "message": f"storage_not_found_error: policy id {policy_id!r}",
                 }
-            self._bundles.clear()
             return 200, {}
 
     def put_data(self, path: list[str], value: Any) -> tuple[int, Any]:
@@ -80,14 +93,13 @@ class FakeOpa:
                 for key in path[:-1]:
                     node = node.setdefault(key, {})
                 node[path[-1]] = value
-            self._bundles.clear()
             return 204, None
 
     def query(self, path: list[str], input_value: Any) -> tuple[int, Any]:
         base = _lookup(self.data, path)
         if base is not _MISSING:
             return 200, {"result": base}
-        with self._lock:
+        with self._lock, _EVALUATING:
             self.queries += 1
             entrypoint = "/".join(path)
             try:
@@ -101,26 +113,96 @@ class FakeOpa:
         return 200, {} if value is None else {"result": value}
 
     def _bundle(self, entrypoint: str) -> Any:
-        if entrypoint not in self._bundles:
+        """Built once per policies, data and entrypoint, for every fake: a suite run asks about a
+        few states many times, and building is most of the cost of a query."""
+        key = (tuple(self.policies.items()), orjson.dumps(self.data), entrypoint)
+        bundle = _BUNDLES.get(key)
+        if bundle is None:
             interpreter = new_interpreter()
             for policy_id, text in self.policies.items():
                 interpreter.add_module(policy_id, text)
             interpreter.add_data(self.data)
-            self._bundles[entrypoint] = interpreter.build(None, [entrypoint])
-        return self._bundles[entrypoint]
+            bundle = _BUNDLES[key] = interpreter.build(None, [entrypoint])
+            while len(_BUNDLES) > _BUNDLES_KEPT:
+                _BUNDLES.popitem(last=False)
+        else:
+            _BUNDLES.move_to_end(key)
+        return bundle
 
 
-def _compile_errors(policies: dict[str, str]) -> list[dict[str, Any]]:
+_BundleKey = tuple[tuple[tuple[str, str], ...], bytes, str]
+_BUNDLES: collections.OrderedDict[_BundleKey, Any] = collections.OrderedDict()
+_BUNDLES_KEPT = 64
+_EVALUATING = threading.Lock()  # the bundles are shared: one query at a time, in every fake
+
+
+def _compile_errors(policies: dict[str, str], added: str | None) -> list[dict[str, Any]]:
+    """The errors of the set `policies`, which compiled without the module `added` (None: it
+    replaced one, so the whole set is compiled)."""
+    affected = policies.keys() if added is None else _affected(policies, added)
+    errors = _compile(tuple((k, v) for k, v in policies.items() if k in affected))
+    return [_error(policies, module, offset, message) for module, offset, message in errors]
+
+
+@functools.lru_cache(maxsize=1024)
+def _compile(modules: tuple[tuple[str, str], ...]) -> tuple[tuple[str | None, int | None, str], ...]:
     interpreter = new_interpreter()
     try:
-        for policy_id, text in policies.items():
+        for policy_id, text in modules:
             interpreter.add_module(policy_id, text)
         interpreter.build("x := true", [])
     except RegoError as e:
-        return [
-            _error(policies, module, offset, message) for module, offset, message in regopy_errors(str(e))
-        ]
-    return []
+        return tuple(regopy_errors(str(e)))
+    return ()
+
+
+_PACKAGE = re.compile(r"^\s*package\s+([\w.]+)", re.MULTILINE)
+_DATA_REF = re.compile(r"(?<![\w.])data\b(?:\.\w+)*")
+_ANY = ""  # `data` itself, a path computed at run time (`data[x]`), or a module without a package
+
+
+def _affected(policies: Mapping[str, str], added: str) -> set[str]:
+    """The modules whose compilation adding `added` can change, and what they need to compile.
+
+    First every module referring, through any chain, to the added one's package (rules of one
+    package refer to each other by name, so a module refers to its own package), then every
+    module those refer to. A reference and a package are related when one path starts with the
+    other; `_ANY` is related to everything. The rest of the set compiled before, and neither
+    sees nor is seen by the added module.
+    """
+    packages = {policy_id: _package(text) for policy_id, text in policies.items()}
+    refs = {policy_id: _refs(text) | {packages[policy_id]} for policy_id, text in policies.items()}
+
+    def refers(a: str, b: str) -> bool:
+        return any(_related(ref, packages[b]) for ref in refs[a])
+
+    def closure(start: set[str], edge: Callable[[str, str], bool]) -> set[str]:
+        found, frontier = set(start), list(start)
+        while frontier:
+            current = frontier.pop()
+            for other in policies:
+                if other not in found and edge(current, other):
+                    found.add(other)
+                    frontier.append(other)
+        return found
+
+    dependents = closure({added}, lambda current, other: refers(other, current))
+    return closure(dependents, refers)
+
+
+def _package(text: str) -> str:
+    match = _PACKAGE.search(text)
+    return match.group(1) if match else _ANY
+
+
+def _refs(text: str) -> set[str]:
+    return {match.group(0).removeprefix("data").removeprefix(".") for match in _DATA_REF.finditer(text)}
+
+
+def _related(ref: str, package: str) -> bool:
+    if _ANY in (ref, package):
+        return True
+    return any(a == b or a.startswith(b + ".") for a, b in ((ref, package), (package, ref)))
 
 
 def _error(policies: dict[str, str], module: str | None, offset: int | None, message: str) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import yaml
@@ -11,7 +12,8 @@ from webhook.policy.model import PolicySet
 from webhook.policy.source import parse_documents
 from webhook.sharing_policy import SharingPolicy
 
-EXAMPLE_POLICIES = Path(__file__).resolve().parents[2] / "policies" / "examples"
+BUNDLED_POLICIES = Path(__file__).resolve().parents[2] / "policies"
+EXAMPLE_POLICIES = BUNDLED_POLICIES / "examples"
 
 
 def _compiled(spec_yaml: str, name: str) -> tuple[PolicySet, list[str]]:
@@ -46,6 +48,13 @@ spec:
 
 def policy_set(*policies: SharingPolicy) -> PolicySet:
     return PolicySet(version="test", sharing=tuple(sorted(policies, key=lambda p: (-p.priority, p.name))))
+
+
+@functools.cache
+def bundled_policies() -> PolicySet:
+    """The repository's policies/, compiled once for the whole run: a compile takes seconds, and
+    a PolicySet and its engine are only read (tests change one by dataclasses.replace, a copy)."""
+    return load_directory(BUNDLED_POLICIES)
 
 
 def example_policies() -> PolicySet:

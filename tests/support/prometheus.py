@@ -22,10 +22,12 @@ from typing import Any
 
 import yaml
 
+from tests.support.patience import PATIENCE
+
 BINARY = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
 MISSING = "Prometheus is not installed (Debian: apt-get install prometheus; .ci/run installs it when it can)"
-STARTUP_SECONDS = 30.0
+STARTUP_SECONDS = PATIENCE
 POLL_SECONDS = 0.05
 
 
@@ -59,7 +61,7 @@ class PrometheusServer:
     def query(self, promql: str) -> list[dict[str, Any]]:
         url = f"{self.url}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
         context = self.tls.client_context() if self.tls else None
-        with urllib.request.urlopen(url, timeout=5, context=context) as response:
+        with urllib.request.urlopen(url, timeout=PATIENCE, context=context) as response:
             answer = json.loads(response.read())
         assert answer["status"] == "success", answer
         result: list[dict[str, Any]] = answer["data"]["result"]
@@ -147,7 +149,7 @@ def _config(jobs: Sequence[ScrapeJob], interval: str) -> dict[str, Any]:
 
 def _ready(server: PrometheusServer) -> bool:
     context = server.tls.client_context() if server.tls else None
-    with urllib.request.urlopen(f"{server.url}/-/ready", timeout=2, context=context) as response:
+    with urllib.request.urlopen(f"{server.url}/-/ready", timeout=PATIENCE, context=context) as response:
         return bool(response.status == 200)
 
 

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.support.patience import PATIENCE
 from tests.support.tlsclient import TLSClient
 
-STARTUP_TIMEOUT = 30.0
+STARTUP_TIMEOUT = PATIENCE  # of silence from the server, not of start-up in all
 _LISTENING = re.compile(r"Uvicorn running on https://[^:]+:(\d+)")
 LogEntry = dict[str, Any]
 
@@ -36,8 +37,9 @@ class ServerProcess:
     def client(self, **options: Any) -> TLSClient:
         return TLSClient(self.port, self.ca_file, **options)
 
-    def wait_for_log(self, predicate: Callable[[LogEntry], bool], timeout: float = 15.0) -> LogEntry:
-        """Block until the server logs an entry matching `predicate`; fail with its output otherwise."""
+    def wait_for_log(self, predicate: Callable[[LogEntry], bool], timeout: float = PATIENCE) -> LogEntry:
+        """Block until the server logs an entry matching `predicate`; fail with its output if it
+        exits first or stays silent for `timeout` seconds."""
         while True:
             try:
                 line = self.lines.get(timeout=timeout)
@@ -55,7 +57,7 @@ class ServerProcess:
             self.seen.append(self.lines.get_nowait())
         return "".join(self.seen)
 
-    def stop(self, sig: signal.Signals = signal.SIGTERM, timeout: float = 30.0) -> int:
+    def stop(self, sig: signal.Signals = signal.SIGTERM, timeout: float = PATIENCE) -> int:
         if self.process.poll() is None:
             self.process.send_signal(sig)
         return self.process.wait(timeout=timeout)
@@ -64,7 +66,7 @@ class ServerProcess:
         """SIGTERM, as the kubelet sends it; uvicorn drains, then re-raises the signal to exit."""
         self.process.send_signal(signal.SIGTERM)
         self.wait_for_log(lambda e: e.get("msg", "").startswith("Finished server process"))
-        assert self.process.wait(timeout=30) in (0, -signal.SIGTERM)
+        assert self.process.wait(timeout=PATIENCE) in (0, -signal.SIGTERM)
 
 
 def start_server(

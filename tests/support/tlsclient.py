@@ -10,6 +10,8 @@ from pathlib import Path
 
 import orjson
 
+from tests.support.patience import PATIENCE
+
 SERVICE_NAME = "gpu-webhook.gpu-system.svc"
 JSON_HEADERS = {"Content-Type": "application/json"}
 
@@ -44,7 +46,7 @@ def client_context(ca_file: Path) -> ssl.SSLContext:
 
 class TLSClient:
     def __init__(
-        self, port: int, ca_file: Path, server_name: str = SERVICE_NAME, timeout: float = 10.0
+        self, port: int, ca_file: Path, server_name: str = SERVICE_NAME, timeout: float = PATIENCE
     ) -> None:
         self.port = port
         self.server_name = server_name

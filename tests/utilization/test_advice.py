@@ -232,7 +232,9 @@ def fleets(draw: st.DrawFn) -> list[DeviceUsage]:
 
 
 PROPERTY = settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],  # the profile's, too
 )
 
 

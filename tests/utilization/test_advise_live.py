@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from tests.support.cli import gpu_webhook
+from tests.support.patience import PATIENCE
 from tests.support.reviews import make_review
 from tests.utilization.conftest import Fleet
 from tests.utilization.fleet import BUSY_NAMESPACE, IDLE_NAMESPACES
@@ -29,9 +30,14 @@ WINDOW = "5m"
 
 
 def report(fleet: Fleet, inventory: list[dict[str, Any]] | None = None) -> Report:
-    client = PrometheusClient(PrometheusSettings(fleet.url))
+    client = PrometheusClient(PrometheusSettings(fleet.url, timeout_seconds=PATIENCE))
     reading = read_fleet(client, Window.parse(WINDOW))
     return build_report(reading, OwnerIndex(inventory or []), Thresholds(), Capabilities(), client.url)
+
+
+def patient(fleet: Fleet) -> tuple[str, ...]:
+    """`advise` at the fleet, waiting for Prometheus as long as a hung test would."""
+    return ("--prometheus-url", fleet.url, "--prometheus-timeout", f"{PATIENCE:g}")
 
 
 def write_policies(found: Report, directory: Path) -> Path:
@@ -118,8 +124,7 @@ def test_the_command_writes_json_html_and_policies_that_policies_check_accepts(
     # A short window, so its timeline (60 steps) has several points within the fleet's few seconds.
     result = gpu_webhook(
         "advise",
-        "--prometheus-url",
-        fleet.url,
+        *patient(fleet),
         "--window",
         "20s",
         "-o",
@@ -137,7 +142,7 @@ def test_the_command_writes_json_html_and_policies_that_policies_check_accepts(
         BUSY_NAMESPACE not in r["policy"]["spec"]["match"]["namespaces"] for r in document["recommendations"]
     )
     check = gpu_webhook("policies", "check", str(policies))
-    assert check.returncode == 0 and "3 sharing policies" in check.stdout, check.stderr
+    assert check.returncode == 0 and "3 GPU sharing policies" in check.stdout, check.stderr
     page = html.read_text()
     assert page.count("<svg") >= 1 + 4  # the usage bars and a timeline per namespace
     assert "research" in page and "advise-research" in page
@@ -147,7 +152,7 @@ def test_the_command_writes_json_html_and_policies_that_policies_check_accepts(
 
 
 def test_the_table_prints_each_policy_ready_to_apply(fleet: Fleet, tmp_path: Path) -> None:
-    result = gpu_webhook("advise", "--prometheus-url", fleet.url, "--window", WINDOW)
+    result = gpu_webhook("advise", *patient(fleet), "--window", WINDOW)
     assert result.returncode == 0, result.stderr
     assert re.search(r"^research \(IDLE\)\s+2\.00", result.stdout, re.MULTILINE)
     assert re.search(

@@ -8,6 +8,7 @@ import queue
 
 import pytest
 
+from tests.support.patience import PATIENCE
 from tests.utilization.conftest import Fleet
 from webhook.capacity import CapacitySnapshot, NodeCapacity
 from webhook.config import PrometheusSettings, UtilizationSettings
@@ -90,7 +91,7 @@ def test_the_background_task_refreshes_until_stopped() -> None:
     async def run() -> None:
         await found.start()
         for _ in range(3):  # three refreshes happen without anyone asking
-            await asyncio.to_thread(source.calls.get, True, 10)
+            await asyncio.to_thread(source.calls.get, True, PATIENCE)
         await found.stop()
 
     asyncio.run(run())
@@ -104,7 +105,7 @@ def test_an_unexpected_error_in_a_refresh_does_not_stop_the_task(caplog: pytest.
     async def run() -> None:
         await found.start()
         for _ in range(2):
-            await asyncio.to_thread(source.calls.get, True, 10)
+            await asyncio.to_thread(source.calls.get, True, PATIENCE)
         await found.stop()
 
     with caplog.at_level(logging.ERROR, logger="webhook.utilization.cache"):
@@ -113,7 +114,7 @@ def test_an_unexpected_error_in_a_refresh_does_not_stop_the_task(caplog: pytest.
 
 
 def test_the_cache_reads_spare_capacity_from_real_promql(fleet: Fleet) -> None:
-    settings = UtilizationSettings(PrometheusSettings(fleet.url), window="1m")
+    settings = UtilizationSettings(PrometheusSettings(fleet.url, timeout_seconds=PATIENCE), window="1m")
     found = build_cache(settings, Metrics())
     assert found.refresh()
     view = found.view(1e12)

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from tests.support.apiserver import apply_patch, check_reply
+from tests.support.patience import PATIENCE
 from tests.support.pods import gpu_pod
 from tests.support.policies import policy_set, sharing_policy
 from tests.support.prometheus import free_port
@@ -55,7 +56,8 @@ def hinted_nodes(obj: dict[str, Any]) -> list[str] | None:
 
 @pytest.fixture(scope="module")
 def placement(fleet: Fleet) -> CapacityView:
-    cache = build_cache(UtilizationSettings(PrometheusSettings(fleet.url), window="1m"), Metrics())
+    prometheus = PrometheusSettings(fleet.url, timeout_seconds=PATIENCE)
+    cache = build_cache(UtilizationSettings(prometheus, window="1m"), Metrics())
     assert cache.refresh()
     view = cache.view(time.time())
     assert view is not None
@@ -103,7 +105,7 @@ def _serve(cert_dir: Path, policies: Path, prometheus_url: str, *extra: str) -> 
             "--prometheus-url",
             prometheus_url,
             "--prometheus-timeout",
-            "2",
+            f"{PATIENCE:g}",  # no test here is about a slow Prometheus; the hanging one sets its own
             "--utilization-window",
             "1m",
             "--utilization-refresh-seconds",
@@ -185,7 +187,7 @@ def test_a_hanging_prometheus_never_holds_up_admission(
 ) -> None:
     server = _serve(cert_dir, policies, hanging_prometheus.url, "--prometheus-timeout", "60")
     try:
-        hanging_prometheus.requests.get(timeout=15)  # the refresh is now stuck inside a query
+        hanging_prometheus.requests.get(timeout=PATIENCE)  # the refresh is now stuck inside a query
         mutated = _mutate(server, gpu_pod("p", "whole"))
         assert not hanging_prometheus.release.is_set()  # answered while the query still hangs
         assert hinted_nodes(mutated) is None and "gpuwebhook.io/applied" in mutated["metadata"]["annotations"]

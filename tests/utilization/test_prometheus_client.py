@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.patience import PATIENCE
 from tests.support.prometheus import BINARY, MISSING, Tls, free_port, start_prometheus
 from tests.support.stubhttp import Recorded, StubServer
 from tests.utilization.conftest import Fleet
@@ -17,6 +18,8 @@ from webhook.utilization.prometheus import PrometheusClient, PrometheusError
 
 
 def client(url: str, **options: object) -> PrometheusClient:
+    """Patient unless told otherwise: a busy machine slows Prometheus, and only a hang should fail."""
+    options = {"timeout_seconds": PATIENCE, **options}
     return PrometheusClient(PrometheusSettings(url, **options))  # type: ignore[arg-type]
 
 

@@ -11,7 +11,7 @@ from tests.support.fakeopa import FakeOpa, running
 from tests.validation import builders as b
 from webhook.errors import PolicyError, WouldBlock
 from webhook.policy.engines import ConstraintSet, Engine, plan, vet
-from webhook.policy.engines.opa import OpaEngine, OpaSettings
+from webhook.policy.engines.opa import OpaEngine
 from webhook.policy.engines.regopy import RegoEngine
 from webhook.validation.gatekeeper import ConstraintTemplate, Where, parse_template
 from webhook.validation.gatekeeper_input import inventory_of
@@ -38,7 +38,7 @@ def fake_opa() -> Iterator[FakeOpa]:
 def compile_engine(request: pytest.FixtureRequest, fake_opa: FakeOpa) -> Factory:
     if request.param == "regopy":
         return RegoEngine.compile
-    return lambda templates: OpaEngine.connect(templates, OpaSettings(url=fake_opa.url))
+    return lambda templates: OpaEngine.connect(templates, fake_opa.settings())
 
 
 def repos(name: str = "trusted", *, action: str | None = None, **parameters: Any) -> dict[str, Any]:
@@ -199,7 +199,7 @@ def test_opa_rejections_name_file_and_line(fake_opa: FakeOpa) -> None:
     rego = 'package k8sbroken\n\nviolation[{"msg": m}] {\n  m := if\n}\n'
     template = parse_template(b.template("K8sBroken", rego), Where("broken.yaml", _rego_at_line_10))
     with pytest.raises(PolicyError) as info:
-        OpaEngine.connect([template], OpaSettings(url=fake_opa.url))
+        OpaEngine.connect([template], fake_opa.settings())
     assert [(p.file, p.line) for p in info.value.problems] == [("broken.yaml", 14)]
 
 
@@ -246,9 +246,7 @@ def test_workers_skip_the_crash_check_their_supervisor_made(monkeypatch: pytest.
 @pytest.mark.parametrize(("fail_open", "denies"), [(False, True), (True, False)])
 def test_unreachable_opa_follows_the_fail_setting(fail_open: bool, denies: bool) -> None:
     with running() as opa:
-        engine = OpaEngine.connect(
-            TEMPLATES, OpaSettings(url=opa.url, retries=0, timeout=2, fail_open=fail_open)
-        )
+        engine = OpaEngine.connect(TEMPLATES, opa.settings(retries=0, fail_open=fail_open))
     [result] = engine.evaluate(
         b.request(b.pod("p", "good/x")), ConstraintSet([b.load_constraint(repos(), *TEMPLATES)])
     )

@@ -14,9 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import BUNDLED_POLICIES
 from tests.support.dispatch import Admission, Dispatcher, Request, installed
-from webhook.policy.loader import load_directory
+from tests.support.policies import bundled_policies
 from webhook.review import ReviewDeps
 
 GPU = {"nvidia.com/gpu": "1"}
@@ -26,7 +25,7 @@ VISIBLE = "NVIDIA_VISIBLE_DEVICES"
 
 @pytest.fixture(scope="module")
 def dispatcher() -> Iterator[Dispatcher]:
-    with installed(ReviewDeps(policies=load_directory(BUNDLED_POLICIES))) as dispatcher:
+    with installed(ReviewDeps(policies=bundled_policies())) as dispatcher:
         yield dispatcher
 
 

@@ -12,6 +12,7 @@ from tests.conftest import BUNDLED_POLICIES
 from tests.support.apiserver import check_reply
 from tests.support.cli import gpu_webhook
 from tests.support.fakeopa import FakeOpa
+from tests.support.patience import PATIENCE
 from tests.support.reviews import make_review
 from tests.support.server import ServerProcess, start_server
 
@@ -69,8 +70,11 @@ KAI_FRACTION["spec"]["containers"][0] = {
 
 
 def _validate(server: ServerProcess, obj: dict[str, Any]) -> dict[str, Any]:
+    """Under the largest budget kube-apiserver can give (`timeoutSeconds: 30`): a decision the
+    fake OPA is slow to make on a busy machine is still a decision, not "ran out of time"."""
     review = make_review(obj)
-    return check_reply(review, server.client().post_json("/validate", review), "validate")
+    reply = server.client().post_json("/validate?timeout=30s", review)
+    return check_reply(review, reply, "validate")
 
 
 def _opa_serve_args(cert_dir: Path, url: str, *more: str) -> list[str]:
@@ -83,7 +87,10 @@ def _opa_serve_args(cert_dir: Path, url: str, *more: str) -> list[str]:
 
 
 def _serve(cert_dir: Path, opa: FakeOpa, mode: str) -> ServerProcess:
-    args = _opa_serve_args(cert_dir, opa.url, "--opa-failure-mode", mode, "--opa-timeout", "1")
+    """No OPA timeout is under test: the start pushes every module to the fake, which compiles the
+    whole set on each push, slowly on a busy machine. A stopped OPA refuses at once."""
+    timeout = f"{PATIENCE:g}"
+    args = _opa_serve_args(cert_dir, opa.url, "--opa-failure-mode", mode, "--opa-timeout", timeout)
     return start_server(args, ca_file=cert_dir / "ca.crt")
 
 

@@ -195,7 +195,11 @@ def policies(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     return _policy_set(tmp_path_factory.mktemp("policies"), request.param)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],  # the profile's, too
+)
 @given(request=requests())
 def test_the_optimised_engine_finds_what_the_reference_finds(
     policies: PolicySet, request: dict[str, Any]

@@ -22,6 +22,7 @@ from tests.support import cli
 from tests.support.apiserver import check_reply
 from tests.support.cel import CelProcess
 from tests.support.dispatch import Dispatcher, Request, in_process
+from tests.support.policies import bundled_policies
 from tests.support.reviews import make_review
 from tests.support.server import start_server
 from webhook.config import Enforcement
@@ -79,7 +80,7 @@ def cel() -> Iterator[CelProcess]:
 
 @pytest.fixture(scope="module")
 def bundle() -> PolicySet:
-    return load_directory(BUNDLED_POLICIES)
+    return bundled_policies()
 
 
 def dispatcher(cel: CelProcess, policies: PolicySet, enforcement: Enforcement = "policy") -> Dispatcher:

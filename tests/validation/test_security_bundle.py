@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fakeopa import running
+from tests.support.fakeopa import FakeOpa, running
 from webhook.policy import suite
 from webhook.policy.engines import Engine
-from webhook.policy.engines.opa import OpaEngine, OpaSettings
+from webhook.policy.engines.opa import OpaEngine
 from webhook.validation.gatekeeper import (
     Constraint,
     ConstraintTemplate,
@@ -61,9 +61,9 @@ def test_every_rule_has_a_suite_covering_pods_and_workloads(rule: str) -> None:
     assert kinds & {"Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob", "ReplicaSet"}
 
 
-def _opa_factory(url: str) -> suite.EngineFactory:
+def _opa_factory(opa: FakeOpa) -> suite.EngineFactory:
     def factory(templates: Sequence[ConstraintTemplate], _: Sequence[Constraint]) -> Engine:
-        return OpaEngine.connect(templates, OpaSettings(url=url))
+        return OpaEngine.connect(templates, opa.settings())
 
     return factory
 
@@ -74,7 +74,7 @@ def test_bundle_suites_pass(engine: str) -> None:
         report = suite.run_paths([SUITES])
     else:
         with running() as opa:
-            report = suite.run_paths([SUITES], _opa_factory(opa.url))
+            report = suite.run_paths([SUITES], _opa_factory(opa))
     failures = [f"{r.label}: {r.reason}" for r in report.results if not r.passed]
     assert failures == []
     assert report.passed >= 60

@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import BUNDLED_POLICIES
 from tests.support.apiserver import check_reply
+from tests.support.policies import bundled_policies
 from tests.support.reviews import make_review
 from tests.support.server import ServerProcess
 from webhook.admission import parse_review
@@ -22,7 +23,7 @@ from webhook.review import ReviewDeps, ReviewSettings, review
 
 @pytest.fixture(scope="module")
 def bundled() -> PolicySet:
-    return load_directory(BUNDLED_POLICIES)
+    return bundled_policies()
 
 
 def container(**extra: Any) -> dict[str, Any]:

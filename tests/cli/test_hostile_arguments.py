@@ -174,3 +174,11 @@ def test_an_empty_policy_directory_is_noted() -> None:
         code, _, err = _run(["review", "pod.yaml", "--no-bundle", "--policies", "a-directory"])
     assert code == 0
     assert "note: a-directory holds no policy files (*.yaml, *.yml)" in err
+
+
+def test_a_file_in_the_way_of_the_audit_log_is_named() -> None:
+    argv = ["scan", "--no-bundle", "--policies", "ok-policies", "--inventory", "pod.yaml"]
+    with _fresh_sandbox():
+        code, _, err = _run([*argv, "--audit-log", "a-file/below-a-file"])
+    assert code == 2
+    assert err.endswith("gpu-webhook: a-file: a file stands where the audit log's directory must be\n")

@@ -16,6 +16,7 @@ chained records after it; see there.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
@@ -107,7 +108,7 @@ class Journal:
 
     def open(self) -> int:
         """Open the log and find the head; returns how many torn bytes were cut from its end."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        _make_directory(self.path.parent)
         self._lock_fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, FILE_MODE)
         with self._mutex, self._locked():
             self._reopen()
@@ -434,3 +435,13 @@ def _fsync_directory(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _make_directory(directory: Path) -> None:
+    """mkdir -p, saying what is wrong when a file stands where a directory must be (mkdir's own
+    "File exists" reads as if the log were there already)."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as e:
+        reason = "a file stands where the audit log's directory must be"
+        raise NotADirectoryError(errno.ENOTDIR, reason, e.filename) from e

@@ -166,7 +166,7 @@ def test_the_server_is_started_with_flags_it_knows(webhook_container: Spec) -> N
     """Parsed by the real `serve` parser: a renamed or removed flag fails here, not in the cluster."""
     args = _serve_args(webhook_container)
     assert (args.host, args.port) == ("0.0.0.0", 8443)
-    assert (args.cert_dir, args.policies) == (TLS_DIR, POLICY_DIR)
+    assert (args.cert_dir, args.policies) == (TLS_DIR, [POLICY_DIR])  # --policies is repeatable
     assert args.failure_mode == "closed"
     assert all(arg.startswith("--") and "=" in arg for arg in webhook_container["args"])
 

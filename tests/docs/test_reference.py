@@ -74,20 +74,12 @@ def test_every_subcommand_has_a_row_in_the_readme(path: str) -> None:
     )
 
 
-# Flags whose documentation is on its way with the change that brought them; each must still be a
-# flag, and comes off this list the moment the table names it.
-PENDING_SERVE_FLAGS = {"--no-bundle"}
-
-
 def test_every_serve_flag_is_in_the_readme_options_table() -> None:
     table = _rows(_section(README.read_text(), "### `serve` options"))
     named = {flag for row in table for code in _CODE.findall(" | ".join(row)) for flag in _FLAG.findall(code)}
     flags = _flags(COMMANDS["serve"])
-    missing = sorted(flags - named - PENDING_SERVE_FLAGS)
+    missing = sorted(flags - named)
     assert not missing, f"README.md's `serve` options table does not name {missing}"
-    assert flags >= PENDING_SERVE_FLAGS, f"no longer serve flags: {sorted(PENDING_SERVE_FLAGS - flags)}"
-    documented = sorted(PENDING_SERVE_FLAGS & named)
-    assert not documented, f"README.md names {documented} now: take them off PENDING_SERVE_FLAGS ({__file__})"
 
 
 def test_every_manifests_flag_is_in_its_row() -> None:

@@ -18,16 +18,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.policies import TEAM_EXCLUSIVE as SHARING
 from webhook.cli import TRACEBACK_VARIABLE, main
 
-SHARING = """\
-apiVersion: gpuwebhook.io/v1alpha1
-kind: GPUSharingPolicy
-metadata: {name: team}
-spec:
-  match: {namespaces: [team]}
-  sharing: {mode: exclusive}
-"""
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}, "spec": {"containers": []}}
 
 # Paths a user gets wrong, relative to the sandbox the test runs in.

@@ -10,24 +10,10 @@ import yaml
 
 from tests.conftest import BUNDLED_POLICIES
 from tests.support.cli import gpu_webhook
+from tests.support.policies import TEAM_EXCLUSIVE as SHARING
+from tests.support.policies import TEAM_QUOTA as QUOTA
 
 CAPABILITIES = BUNDLED_POLICIES / "security" / "gpu-capabilities" / "constraint.yaml"
-SHARING = """\
-apiVersion: gpuwebhook.io/v1alpha1
-kind: GPUSharingPolicy
-metadata: {name: team}
-spec:
-  match: {namespaces: [team]}
-  sharing: {mode: exclusive}
-"""
-QUOTA = """\
-apiVersion: gpuwebhook.io/v1alpha1
-kind: GPUQuota
-metadata: {name: team}
-spec:
-  match: {namespaces: [team]}
-  limits: {gpus: 2}
-"""
 
 
 def pod(name: str = "trainer", namespace: str = "prod", **security: Any) -> dict[str, Any]:

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import BUNDLED_POLICIES
+from tests.support.policies import TEAM_EXCLUSIVE as SHARING
+from tests.support.policies import TEAM_QUOTA as QUOTA
 from webhook.bundle import ship
 from webhook.errors import ConfigError, PolicyError
 from webhook.policy.loader import load_directory
@@ -15,22 +17,6 @@ from webhook.policy.model import PolicySet
 from webhook.policy.sources import PolicySources, bundle_directory, load_policies, resolve, watched_files
 
 BUNDLE = BUNDLED_POLICIES / "security"
-SHARING = """\
-apiVersion: gpuwebhook.io/v1alpha1
-kind: GPUSharingPolicy
-metadata: {name: team}
-spec:
-  match: {namespaces: [team]}
-  sharing: {mode: exclusive}
-"""
-QUOTA = """\
-apiVersion: gpuwebhook.io/v1alpha1
-kind: GPUQuota
-metadata: {name: team}
-spec:
-  match: {namespaces: [team]}
-  limits: {gpus: 2}
-"""
 
 
 def _actions(policies: PolicySet) -> dict[str, str]:

@@ -46,6 +46,25 @@ spec:
 """
 
 
+# The smallest policies of each of our kinds, for tests of where policy files come from.
+TEAM_EXCLUSIVE = """\
+apiVersion: gpuwebhook.io/v1alpha1
+kind: GPUSharingPolicy
+metadata: {name: team}
+spec:
+  match: {namespaces: [team]}
+  sharing: {mode: exclusive}
+"""
+TEAM_QUOTA = """\
+apiVersion: gpuwebhook.io/v1alpha1
+kind: GPUQuota
+metadata: {name: team}
+spec:
+  match: {namespaces: [team]}
+  limits: {gpus: 2}
+"""
+
+
 def policy_set(*policies: SharingPolicy) -> PolicySet:
     return PolicySet(version="test", sharing=tuple(sorted(policies, key=lambda p: (-p.priority, p.name))))
 

@@ -122,7 +122,7 @@ def _names_a_path(error: str, argv: list[str]) -> bool:
     return any(part in error for part in parts)
 
 
-@settings(max_examples=120, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=120, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(
     command=st.sampled_from(COMMANDS),
     path=st.sampled_from(HOSTILE) | WORDS,

@@ -27,7 +27,7 @@ from webhook.accounting.demand import (
     shape_demand,
 )
 from webhook.accounting.target import pod_target
-from webhook.dra.devices import ClaimError, claim_asks
+from webhook.dra.devices import ClaimError
 from webhook.dra.index import EMPTY, GROUP, DraIndex
 from webhook.dra.resolve import ClaimShape
 from webhook.types import KubeObject
@@ -109,7 +109,7 @@ def needs_dra(obj: object, dra: DraIndex) -> bool:
 def count_claim(obj: KubeObject, dra: DraIndex) -> GpuCount:
     """A ResourceClaim's or ResourceClaimTemplate's own GPU devices, counted as a pod's claim is."""
     try:
-        asks = claim_asks(claim_devices(obj), dra.classes, dra.gpu_classes)
+        asks = dra.asks(claim_devices(obj))
     except ClaimError as e:
         return GpuCount(error=str(e))
     if any(a.all_devices for a in asks):

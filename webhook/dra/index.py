@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.dra.devices import DEFAULT_GPU_CLASSES, DeviceClassInfo, class_info
+from webhook.dra.devices import DEFAULT_GPU_CLASSES, DeviceAsk, DeviceClassInfo, claim_asks, class_info
 from webhook.types import KubeObject
 
 CLAIMS = "resourceclaims"
@@ -43,6 +43,11 @@ class DraIndex:
     def template_devices(self, namespace: str, name: str) -> tuple[bool, Any]:
         key = (namespace, name)
         return key in self.templates, self.templates.get(key)
+
+    def asks(self, devices: object) -> tuple[DeviceAsk, ...]:
+        """The GPU asks of a claim's `devices` field, judged against this snapshot's classes and
+        published devices; raises ClaimError naming what cannot be counted."""
+        return claim_asks(devices, self.classes, self.gpu_classes)
 
     def backed_resources(self) -> Mapping[str, DeviceClassInfo]:
         return self.backed

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+
 @dataclass(frozen=True, order=True)
 class Version:
     """A semantic version attribute (DeviceAttribute.version), kept as the driver wrote it."""

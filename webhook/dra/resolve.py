@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.dra.devices import ClaimError, DeviceAsk, claim_asks
+from webhook.dra.devices import ClaimError, DeviceAsk
 from webhook.dra.index import DraIndex
 
 
@@ -59,7 +59,7 @@ def _entry(entry: object, namespace: str, index: DraIndex) -> ClaimShape | None:
             raise ClaimError(f"{source} (pod claim {entry.get('name')!r}) does not exist")
         return None
     try:
-        asks = claim_asks(devices, index.classes, index.gpu_classes)
+        asks = index.asks(devices)
     except ClaimError as e:
         raise ClaimError(f"{source}: {e}") from e
     all_devices = [a for a in asks if a.all_devices]

@@ -23,7 +23,7 @@ from webhook.accounting.count import claim_devices
 from webhook.accounting.target import PodTarget
 from webhook.decision import Finding
 from webhook.dra import templates
-from webhook.dra.devices import ClaimError, DeviceAsk, claim_asks
+from webhook.dra.devices import ClaimError, DeviceAsk
 from webhook.dra.index import DraIndex
 from webhook.dra.resolve import pod_claims
 from webhook.sharing_policy import SharingPolicy
@@ -58,7 +58,7 @@ def claim_findings(
     if squatted:
         return [Finding(CLAIM_RULES, "deny", f"{subject}: {squatted}")]
     try:
-        asks = claim_asks(claim_devices(dict(obj)), dra.classes, dra.gpu_classes)
+        asks = dra.asks(claim_devices(dict(obj)))
     except ClaimError as e:
         return [Finding(CLAIM_RULES, "deny", f"{subject}: {e}")]
     admin_allowed = labels.get(ADMIN_ACCESS_LABEL) == "true"

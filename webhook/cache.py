@@ -33,7 +33,7 @@ from webhook.accounting.demand import (
 )
 from webhook.accounting.usage import NOTHING, Usage
 from webhook.dra.devices import DEFAULT_GPU_CLASSES
-from webhook.dra.index import DRA_KINDS, DraIndex, DraStore
+from webhook.dra.index import DRA_KINDS, RESOLVING_KINDS, DraIndex, DraStore
 from webhook.dra.resolve import ClaimShape
 from webhook.dra.served import NodeNames, extended_names
 from webhook.types import KubeObject
@@ -270,7 +270,7 @@ class ClusterCache:
     @property
     def dra_synced(self) -> bool:
         with self._lock:
-            return self._synced.issuperset(DRA_KINDS)
+            return self._synced.issuperset(RESOLVING_KINDS)
 
     def pod_usage(self, namespace: str, settings: QuotaSettings) -> Usage:
         """Watched pods only: strict mode takes admissions in flight from the shared ledger."""
@@ -374,7 +374,7 @@ class ClusterCache:
         )
 
     def _reindex_dra(self) -> None:
-        index = self._dra_store.index(self._synced.issuperset(DRA_KINDS))
+        index = self._dra_store.index(self._synced.issuperset(RESOLVING_KINDS))
         if index is not self._dra:
             self._dra = index
             self._dra_lenient = replace(index, synced=False)

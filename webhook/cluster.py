@@ -28,7 +28,7 @@ from kubernetes.watch.watch import iter_resp_lines
 
 from webhook import lease
 from webhook.cache import NAMESPACES, NODES, PODS
-from webhook.dra.index import CLAIMS, CLASSES, TEMPLATES
+from webhook.dra.index import CLAIMS, CLASSES, SLICES, TEMPLATES
 from webhook.errors import ClusterError, ConfigError, Conflict, ResourceExpired
 from webhook.informer import Page
 from webhook.quota.ledger import StoredLedger
@@ -99,6 +99,7 @@ def _listers(api_client: Any) -> dict[str, Callable[..., Any]]:
         CLAIMS: dra.list_resource_claim_for_all_namespaces,
         TEMPLATES: dra.list_resource_claim_template_for_all_namespaces,
         CLASSES: dra.list_device_class,
+        SLICES: dra.list_resource_slice,
         PODS: core.list_pod_for_all_namespaces,
         NAMESPACES: core.list_namespace,
         NODES: core.list_node,

@@ -17,8 +17,17 @@ from webhook.types import KubeObject
 CLAIMS = "resourceclaims"
 TEMPLATES = "resourceclaimtemplates"
 CLASSES = "deviceclasses"
-DRA_KINDS = (CLAIMS, TEMPLATES, CLASSES)
-KIND_OF = {"ResourceClaim": CLAIMS, "ResourceClaimTemplate": TEMPLATES, "DeviceClass": CLASSES}
+SLICES = "resourceslices"
+DRA_KINDS = (CLAIMS, TEMPLATES, CLASSES, SLICES)
+# The kinds a pod's claims resolve against: once all are listed, a claim not found is a fact.
+# Slices only refine what a claim counts as, so a cluster that does not let us list them still resolves.
+RESOLVING_KINDS = (CLAIMS, TEMPLATES, CLASSES)
+KIND_OF = {
+    "ResourceClaim": CLAIMS,
+    "ResourceClaimTemplate": TEMPLATES,
+    "DeviceClass": CLASSES,
+    "ResourceSlice": SLICES,
+}
 GROUP = "resource.k8s.io"
 
 Key = tuple[str, str]  # (namespace, name)
@@ -35,6 +44,9 @@ class DraIndex:
     synced: bool = False
     # Extended resource names that GPU device classes serve (DeviceClass extendedResourceName).
     backed: Mapping[str, DeviceClassInfo] = field(default_factory=dict)
+    # Template name -> `devices` of templates known to exist or to be about to exist whatever the
+    # cache holds yet: the applicable mode dra policy's own. Looked up only when the cache has none.
+    expected_templates: Mapping[str, Any] = field(default_factory=dict)
 
     def claim_devices(self, namespace: str, name: str) -> tuple[bool, Any]:
         key = (namespace, name)
@@ -42,7 +54,11 @@ class DraIndex:
 
     def template_devices(self, namespace: str, name: str) -> tuple[bool, Any]:
         key = (namespace, name)
-        return key in self.templates, self.templates.get(key)
+        if key in self.templates:
+            return True, self.templates[key]
+        if name in self.expected_templates:
+            return True, self.expected_templates[name]
+        return False, None
 
     def asks(self, devices: object) -> tuple[DeviceAsk, ...]:
         """The GPU asks of a claim's `devices` field, judged against this snapshot's classes and
@@ -87,9 +103,14 @@ class DraStore:
         self._devices: dict[str, dict[Key, Any]] = {CLAIMS: {}, TEMPLATES: {}}
         self._classes: dict[str, DeviceClassInfo] = {}
         self._templates: dict[Key, KubeObject] = {}
+        self._slices: dict[str, KubeObject] = {}
         self._index: DraIndex | None = None
 
     def replace(self, kind: str, objects: Iterable[KubeObject]) -> None:
+        if kind == SLICES:
+            self._slices = {name: o for o in objects if (name := _name(o))}
+            self._index = None
+            return
         if kind == CLASSES:
             infos = (class_info(o, self.gpu_classes) for o in objects)
             self._classes = {info.name: info for info in infos if info.name}
@@ -101,6 +122,12 @@ class DraStore:
         self._index = None
 
     def put(self, kind: str, obj: KubeObject) -> None:
+        if kind == SLICES:
+            name = _name(obj)
+            if name and self._slices.get(name) != obj:
+                self._slices[name] = obj
+                self._index = None
+            return
         if kind == CLASSES:
             info = class_info(obj, self.gpu_classes)
             if info.name and self._classes.get(info.name) != info:
@@ -118,6 +145,10 @@ class DraStore:
             self._index = None
 
     def remove(self, kind: str, obj: KubeObject) -> None:
+        if kind == SLICES:
+            if self._slices.pop(_name(obj), None) is not None:
+                self._index = None
+            return
         if kind == CLASSES:
             if self._classes.pop(_name(obj), None) is not None:
                 self._index = None

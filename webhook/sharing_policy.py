@@ -17,6 +17,43 @@ DraStrategy: TypeAlias = Literal["Exclusive", "TimeSlicing", "MPS", "MIG"]
 DRA_STRATEGIES: tuple[DraStrategy, ...] = ("Exclusive", "TimeSlicing", "MPS", "MIG")
 # k8s-dra-driver-gpu api/nvidia.com/resource/v1beta1/sharing.go TimeSliceInterval values.
 TIME_SLICE_INTERVALS = ("Default", "Short", "Medium", "Long")
+# How the driver shares a claimed device (sharing.go TimeSlicingStrategy, MpsStrategy). On a MIG
+# device (MigDeviceSharing) MPS keeps its mpsConfig, and TimeSlicing takes no timeSlicingConfig.
+DeviceSharing: TypeAlias = Literal["TimeSlicing", "MPS"]
+DEVICE_SHARING: tuple[DeviceSharing, ...] = ("TimeSlicing", "MPS")
+# Strategy MIG: what a template may fall back to, in the order given, when no slice of the chosen
+# profile is free (the request becomes resource.k8s.io/v1 firstAvailable).
+MigFallback: TypeAlias = Literal["largerProfile", "wholeGpu"]
+MIG_FALLBACKS: tuple[MigFallback, ...] = ("largerProfile", "wholeGpu")
+# The driver's own feature gates and their defaults (k8s-dra-driver-gpu pkg/featuregates/
+# featuregates.go defaultFeatureGates): the alpha ones are off, the beta ones on.
+DRIVER_FEATURE_GATES: Mapping[str, bool] = {
+    "TimeSlicingSettings": False,
+    "MPSSupport": False,
+    "IMEXDaemonsWithDNSNames": True,
+    "PassthroughSupport": False,
+    "DynamicMIG": False,
+    "NVMLDeviceHealthCheck": False,
+    "ComputeDomainCliques": True,
+    "CrashOnNVLinkFabricErrors": True,
+    "DeviceMetadata": False,
+}
+DEFAULT_DRIVER_GATES = frozenset(gate for gate, on in DRIVER_FEATURE_GATES.items() if on)
+# featuregates.go ValidateFeatureGates: the driver does not start when a gate lacks the one it
+# requires, or when two gates it holds mutually exclusive are both on.
+GATE_REQUIRES: tuple[tuple[str, str], ...] = (
+    ("ComputeDomainCliques", "IMEXDaemonsWithDNSNames"),
+    ("DeviceMetadata", "PassthroughSupport"),
+)
+GATES_EXCLUSIVE: tuple[tuple[str, str], ...] = (
+    ("DynamicMIG", "PassthroughSupport"),
+    ("DynamicMIG", "NVMLDeviceHealthCheck"),
+    ("DynamicMIG", "MPSSupport"),
+    ("PassthroughSupport", "NVMLDeviceHealthCheck"),
+)
+# The gate each sharing strategy needs (api/nvidia.com/resource/v1beta1/validate.go
+# validateSharingStrategy, for GpuConfig and MigDeviceConfig alike).
+SHARING_GATES: Mapping[str, str] = {"TimeSlicing": "TimeSlicingSettings", "MPS": "MPSSupport"}
 MigStrategy: TypeAlias = Literal["mixed", "single"]
 MIG_STRATEGIES: tuple[MigStrategy, ...] = ("mixed", "single")
 # What MIG does with a container that asks for more than one GPU (a CUDA process sees one
@@ -39,6 +76,24 @@ class Dra:
     time_slice_interval: str | None = None
     mps_thread_percentage: int | None = None
     mps_pinned_memory: str | None = None  # a quantity, passed to the driver as written
+    # MPS pinned memory per device of a claim: (index among the claim's devices, quantity).
+    mps_per_device_pinned_memory: tuple[tuple[int, str], ...] = ()
+    mig_sharing: DeviceSharing | None = None  # strategy MIG only
+    fallback: tuple[MigFallback, ...] = ()  # strategy MIG only
+    driver_gates: frozenset[str] = DEFAULT_DRIVER_GATES  # the gates the cluster's driver runs with
+
+    @property
+    def sharing(self) -> DeviceSharing | None:
+        """The driver's sharing strategy for the claimed devices; None: unshared."""
+        if self.strategy == "MIG":
+            return self.mig_sharing
+        return next((s for s in DEVICE_SHARING if s == self.strategy), None)
+
+    @property
+    def shares_claim(self) -> bool:
+        """The driver shares a device only among the containers of one claim, so a pod whose GPUs
+        are shared has one claim that all its GPU containers reference."""
+        return self.sharing is not None
 
 
 @dataclass(frozen=True)

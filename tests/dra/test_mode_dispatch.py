@@ -28,9 +28,9 @@ POLICIES = {
     )
     for strategy, extra in (
         ("Exclusive", ""),
-        ("TimeSlicing", ", timeSlicing: {interval: Short}"),
-        ("MPS", ", mps: {defaultActiveThreadPercentage: 25}"),
-        ("MIG", ", gpuModel: H100-80GB, defaultMemory: 10Gi"),
+        ("TimeSlicing", ", timeSlicing: {interval: Short}, driverFeatureGates: {TimeSlicingSettings: true}"),
+        ("MPS", ", mps: {defaultActiveThreadPercentage: 25}, driverFeatureGates: {MPSSupport: true}"),
+        ("MIG", ", gpuModel: H100-80GB, defaultMemory: 10Gi, fallback: [largerProfile, wholeGpu]"),
     )
 }
 QUOTA = {
@@ -89,6 +89,27 @@ def test_whole_gpus_become_a_claim_on_a_printed_template(dispatcher: Dispatcher,
 def test_claimed_gpus_are_held_to_quota(dispatcher: Dispatcher) -> None:
     outcome = dispatcher.admit(Request("CREATE", _pod("Exclusive", 4)))
     assert not outcome.allowed and 'GPU quota "dra-team" exceeded' in outcome.message
+
+
+def _two_containers(strategy: str) -> dict[str, Any]:
+    pod = _pod(strategy, 2)
+    pod["spec"]["containers"].append({**_pod(strategy, 2)["spec"]["containers"][0], "name": "serve"})
+    return pod
+
+
+@pytest.mark.parametrize(
+    ("strategy", "allowed"), [("TimeSlicing", True), ("MPS", True), ("Exclusive", False)]
+)
+def test_containers_sharing_a_claim_count_once(dispatcher: Dispatcher, strategy: str, allowed: bool) -> None:
+    """Two containers of 2 GPUs: shared, one claim of 2 fits the quota of 3; exclusive, 4 do not."""
+    outcome = dispatcher.admit(Request("CREATE", _two_containers(strategy)))
+    assert outcome.allowed == allowed, outcome.message
+    if allowed:
+        final = outcome.object
+        assert final is not None
+        assert_valid(final)
+        assert [c["resources"]["claims"] for c in final["spec"]["containers"]] == [[{"name": "gpu"}]] * 2
+        assert dispatcher.admit(Request("CREATE", final)).object == final  # idempotent
 
 
 def test_a_template_nobody_printed_is_named(dispatcher: Dispatcher) -> None:

@@ -9,6 +9,7 @@ from webhook import gpu
 from webhook.accounting import names
 from webhook.accounting.needs import CORES as CORES_ANNOTATION
 from webhook.accounting.target import PodTarget
+from webhook.decision import WARNING_MAX_CHARS
 from webhook.dra import templates
 from webhook.errors import AdmissionDenied
 from webhook.fields import mapping
@@ -291,29 +292,133 @@ def _is_first_app_container(target: PodTarget, list_name: str, container: dict[s
 def dra(target: PodTarget, context: MutationContext) -> bool:
     """nvidia.com/gpu: N becomes a claim on the policy's ResourceClaimTemplate for that shape.
 
-    Each container gets its own pod-level claim (a claim shared by containers shares its
-    devices). The template is named, never created, here: it exists beforehand (see
-    webhook/dra/templates.py). Idempotent: a rewritten container asks for no nvidia.com/gpu."""
-    policy = context.policy
+    The driver shares a device only among the containers of one claim. Where the policy shares
+    (TimeSlicing, MPS, MIG with migSharing), every GPU container of the pod references one
+    pod-level claim, templates.SHARED_CLAIM, made from the template for the largest count: they
+    share its devices. Otherwise each container gets its own claim. Either way the claim is the
+    pod's own: other pods never share it. The template is named, never created, here: it exists
+    beforehand (see webhook/dra/templates.py). Idempotent: a rewritten container asks for no
+    nvidia.com/gpu."""
     asks = gpu_containers(target)
     if not asks:
         return False
     profile = _dra_profile(target, context)
-    pod_claims = target.spec.setdefault("resourceClaims", [])
-    for _, container, ask in asks:
-        shape = templates.Shape(ask.count, profile)
-        name = templates.claim_name(str(container.get("name", "")))
-        template = templates.template_name(policy, shape)
-        resources.drop(container, gpu.GPU)
-        _use_claim(mapping(container, "resources"), name)
-        _drop_empty_sections(container)
-        pod_claims[:] = [c for c in pod_claims if c.get("name") != name]
-        pod_claims.append({"name": name, "resourceClaimTemplateName": template})
-        context.warn(
-            f"{target.describe_container(container)}: {ask.count} GPU(s) through DRA: "
-            f"needs ResourceClaimTemplate {template}"
-        )
+    if templates.shares_claim(context.policy):
+        _dra_shared(target, context, asks, profile)
+    else:
+        for _, container, ask in asks:
+            _dra_own(target, context, container, templates.Shape(ask.count, profile))
     return True
+
+
+def _dra_own(
+    target: PodTarget, context: MutationContext, container: dict[str, Any], shape: templates.Shape
+) -> None:
+    name = templates.claim_name(str(container.get("name", "")))
+    template = _point_claim(target, context, name, shape)
+    _claim_for(container, name)
+    _warn_fallbacks(context, shape)
+    context.warn(
+        f"needs ResourceClaimTemplate {template}: claim {name} gives {_devices(shape)} "
+        f"to container {container.get('name', '?')} alone"
+    )
+
+
+def _dra_shared(
+    target: PodTarget,
+    context: MutationContext,
+    asks: list[tuple[str, dict[str, Any], resources.WholeGpus]],
+    profile: gpu.MigProfile | None,
+) -> None:
+    """One claim for the pod, as large as its largest container's ask. A claim already there from
+    this policy (a pod rewritten before, with a container added since) keeps its count if larger."""
+    name = templates.SHARED_CLAIM
+    kept = templates.shape_named(context.policy, _pod_claim(target, name).get("resourceClaimTemplateName"))
+    count = max([ask.count for _, _, ask in asks] + ([kept.count] if kept is not None else []))
+    shape = templates.Shape(count, profile)
+    template = _point_claim(target, context, name, shape)
+    for _, container, _ in asks:
+        _claim_for(container, name)
+    _warn_fallbacks(context, shape)
+    sharing = templates.sharing_of(context.policy)
+    context.warn(_shared_warning(_sharers(target, name), _devices(shape), name, sharing))
+    context.warn(f"needs ResourceClaimTemplate {template}: claim {name} gives {_devices(shape)}")
+
+
+def _warn_fallbacks(context: MutationContext, shape: templates.Shape) -> None:
+    taken = templates.fallbacks(context.policy, shape)
+    if taken and shape.profile is not None:
+        context.warn(
+            f"if no {shape.profile.name} slice is free, the claim takes {', then '.join(taken)} "
+            "(firstAvailable)"
+        )
+
+
+def _shared_warning(containers: list[str], devices: str, claim: str, sharing: str) -> str:
+    """Says what is shared, and that it stays in the pod, within the 120 characters of a warning."""
+    several = len(containers) > 1
+    verb = "share" if several else "holds"
+    tail = f" {verb} {devices} through claim {claim} ({sharing}); other pods do not share it"
+    who = f"container{'s' if several else ''} {', '.join(containers)}"
+    if len(who) + len(tail) >= WARNING_MAX_CHARS:
+        who = f"{len(containers)} container{'s' if several else ''}"
+    return who + tail
+
+
+def _sharers(target: PodTarget, claim: str) -> list[str]:
+    return [
+        str(container.get("name", "?"))
+        for _, container in target.containers()
+        if any(c.get("name") == claim for c in _claims_of(container))
+    ]
+
+
+def _claims_of(container: dict[str, Any]) -> list[dict[str, Any]]:
+    claims = (container.get("resources") or {}).get("claims")
+    return [c for c in claims if isinstance(c, dict)] if isinstance(claims, list) else []
+
+
+def _devices(shape: templates.Shape) -> str:
+    plural = "" if shape.count == 1 else "s"
+    if shape.profile is None:
+        return f"{shape.count} GPU{plural}"
+    return f"{shape.count} MIG {shape.profile.name} slice{plural}"
+
+
+def _pod_claim(target: PodTarget, name: str) -> dict[str, Any]:
+    claims = target.spec.get("resourceClaims")
+    found = (
+        [c for c in claims if isinstance(c, dict) and c.get("name") == name]
+        if isinstance(claims, list)
+        else []
+    )
+    return found[0] if found else {}
+
+
+def _point_claim(target: PodTarget, context: MutationContext, name: str, shape: templates.Shape) -> str:
+    """The pod's claim `name` made from the policy's template for `shape`. An entry of that name
+    that is not from one of the policy's templates is the pod's own: it is not replaced."""
+    template = templates.template_name(context.policy, shape)
+    existing = _pod_claim(target, name)
+    if existing and templates.shape_named(context.policy, existing.get("resourceClaimTemplateName")) is None:
+        raise AdmissionDenied(
+            f"{target.describe()} has its own pod claim {name!r}, the name policy {context.policy.name} "
+            "gives the claim for its GPUs; rename that claim"
+        )
+    if existing:
+        existing["resourceClaimTemplateName"] = template  # ours from before: kept in its place
+    else:
+        target.spec.setdefault("resourceClaims", []).append(
+            {"name": name, "resourceClaimTemplateName": template}
+        )
+    return template
+
+
+def _claim_for(container: dict[str, Any], name: str) -> None:
+    """The container asks for the claim instead of nvidia.com/gpu."""
+    resources.drop(container, gpu.GPU)
+    _use_claim(mapping(container, "resources"), name)
+    _drop_empty_sections(container)
 
 
 def _dra_profile(target: PodTarget, context: MutationContext) -> gpu.MigProfile | None:

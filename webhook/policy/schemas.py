@@ -8,7 +8,9 @@ from typing import Any
 from webhook.gpu import GPU_MODELS
 from webhook.sharing_policy import (
     ALLOCATION_POLICIES,
+    DEVICE_SHARING,
     DRA_STRATEGIES,
+    MIG_FALLBACKS,
     MIG_STRATEGIES,
     MULTI_GPU_RULES,
     SHARING_MODES,
@@ -97,8 +99,23 @@ SHARING = _object(
             {
                 "defaultActiveThreadPercentage": {"type": "integer", "minimum": 0, "maximum": 100},
                 "defaultPinnedDeviceMemoryLimit": QUANTITY,
+                "defaultPerDevicePinnedMemoryLimit": {
+                    "type": "object",
+                    "propertyNames": {"type": "string"},
+                    "additionalProperties": QUANTITY,
+                    "maxProperties": 32,
+                },
             }
         ),
+        "migSharing": {"enum": list(DEVICE_SHARING)},
+        "fallback": {**_array({"enum": list(MIG_FALLBACKS)}), "uniqueItems": True},
+        # Gate names are checked by the compiler, which can list the driver's own.
+        "driverFeatureGates": {
+            "type": "object",
+            "propertyNames": {"type": "string"},
+            "additionalProperties": {"type": "boolean"},
+            "maxProperties": 64,
+        },
     },
     ("mode",),
 )

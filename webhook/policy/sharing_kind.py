@@ -12,12 +12,17 @@ import orjson
 from webhook import gpu, quantity
 from webhook.accounting.needs import PREFIX as OWN_PREFIX
 from webhook.dra import devices
+from webhook.dra.templates import MAX_WHOLE_GPUS
 from webhook.errors import PolicyProblem
 from webhook.match import LabelSelector, Match, SelectorError, check_glob
 from webhook.policy.schemas import GPU_SHARING_POLICY
 from webhook.policy.source import Document, Path
 from webhook.policy.validate import schema_problems
 from webhook.sharing_policy import (
+    DRIVER_FEATURE_GATES,
+    GATE_REQUIRES,
+    GATES_EXCLUSIVE,
+    SHARING_GATES,
     Checkpoint,
     Dra,
     Inject,
@@ -37,6 +42,25 @@ MODES_WITH_MODEL = ("mig", "hami", "kai", "dra")  # dra: only with strategy MIG 
 SHARED_MODES = ("timeslice", "mps")
 MULTI_GPU_MODES = ("mig", "hami", "kai")
 SHARING_MODES_ONLY = ("timeslice", "mps", "mig", "hami", "kai")  # every mode but exclusive
+DRA_KEYS = (
+    "strategy",
+    "deviceClassName",
+    "timeSlicing",
+    "mps",
+    "migSharing",
+    "fallback",
+    "driverFeatureGates",
+)
+_DEVICE_INDEX = re.compile(r"^(0|[1-9][0-9]{0,2})$")
+# The driver's device classes and the type of device each selects (k8s-dra-driver-gpu
+# deployments/helm/dra-driver-nvidia-gpu/templates/deviceclass-*.yaml), and the opaque config
+# each strategy writes with the one device type the kubelet plugin applies it to.
+DRIVER_CLASS_TYPES = {"gpu.nvidia.com": "gpu", "mig.nvidia.com": "mig", "vfio.gpu.nvidia.com": "vfio"}
+CONFIGURED_TYPES = {
+    "TimeSlicing": ("GpuConfig", "gpu"),
+    "MPS": ("GpuConfig", "gpu"),
+    "MIG": ("MigDeviceConfig", "mig"),
+}
 HOSTNAME = "kubernetes.io/hostname"
 SPEC: Path = ("spec",)
 
@@ -160,7 +184,7 @@ def _sharing(checker: _Checker, raw: Mapping[str, Any], path: Path) -> Sharing:
     _only_in(checker, raw, path, "sharedDevicesAllocationPolicy", SHARED_MODES)
     _only_in(checker, raw, path, "setGpuType", ("hami",))
     _only_in(checker, raw, path, "maxGpusPerPod", (*SHARING_MODES_ONLY, "dra"))
-    for key in ("strategy", "deviceClassName", "timeSlicing", "mps"):
+    for key in DRA_KEYS:
         _only_in(checker, raw, path, key, ("dra",))
     _only_in(checker, raw, path, "maxMemory", SHARING_MODES_ONLY)
     resource = raw.get("resourceName", gpu.SHARED_GPU if mode in SHARED_MODES else None)
@@ -216,16 +240,53 @@ def _sharing(checker: _Checker, raw: Mapping[str, Any], path: Path) -> Sharing:
 
 
 def _dra(checker: _Checker, raw: Mapping[str, Any], path: Path) -> Dra:
-    """mode dra: each GpuConfig section goes with its own strategy, as the driver requires
-    (k8s-dra-driver-gpu api/nvidia.com/resource/v1beta1/sharing.go GetTimeSlicingConfig/GetMpsConfig)."""
+    """mode dra: settings the driver would refuse in a template, or could not run with the gates it
+    is deployed with, are refused here, where the policy is written, rather than at the pods."""
     strategy = raw.get("strategy", "Exclusive")
-    for key, wanted in (("timeSlicing", "TimeSlicing"), ("mps", "MPS")):
-        checker.check(
-            (*path, key),
-            key not in raw or strategy == wanted,
-            f"applies only to strategy {wanted}, not {strategy}",
-        )
-    for key in ("gpuModel", "defaultMemory"):
+    _dra_sections(checker, raw, path, strategy)
+    mps = raw.get("mps", {})
+    per_device = _per_device_limits(checker, mps, (*path, "mps"), raw.get("maxGpusPerPod", MAX_WHOLE_GPUS))
+    pinned = mps.get("defaultPinnedDeviceMemoryLimit")
+    if pinned is not None:
+        _pinned_limit(checker, (*path, "mps", "defaultPinnedDeviceMemoryLimit"), pinned)
+    dra = Dra(
+        strategy=strategy,
+        device_class=_device_class(checker, raw, path, strategy),
+        time_slice_interval=raw.get("timeSlicing", {}).get("interval"),
+        mps_thread_percentage=mps.get("defaultActiveThreadPercentage"),
+        mps_pinned_memory=None if pinned is None else str(pinned),
+        mps_per_device_pinned_memory=per_device,
+        mig_sharing=raw.get("migSharing"),
+        fallback=tuple(raw.get("fallback", ())),
+        driver_gates=_driver_gates(checker, raw.get("driverFeatureGates", {}), (*path, "driverFeatureGates")),
+    )
+    _sharing_gates(checker, path, dra)
+    return dra
+
+
+def _dra_sections(checker: _Checker, raw: Mapping[str, Any], path: Path, strategy: str) -> None:
+    """Each GpuConfig section goes with its own strategy, as the driver requires (k8s-dra-driver-gpu
+    api/nvidia.com/resource/v1beta1/sharing.go GetTimeSlicingConfig/GetMpsConfig)."""
+    mig_sharing = raw.get("migSharing")
+    checker.check(
+        (*path, "timeSlicing"),
+        "timeSlicing" not in raw or strategy in ("TimeSlicing", "MIG"),
+        f"applies only to strategy TimeSlicing, not {strategy}",
+    )
+    # MigDeviceSharing has no timeSlicingConfig: the plugin sets time slices on full GPUs only.
+    checker.check(
+        (*path, "timeSlicing"),
+        "timeSlicing" not in raw or strategy != "MIG",
+        "a MIG device takes no time-slice interval (the driver's MigDeviceConfig has no timeSlicingConfig)",
+    )
+    mps_allowed = strategy == "MPS" or (strategy == "MIG" and mig_sharing == "MPS")
+    unless = " without migSharing: MPS" if strategy == "MIG" else ""
+    checker.check(
+        (*path, "mps"),
+        "mps" not in raw or mps_allowed,
+        f"applies only to strategy MPS, not {strategy}{unless}",
+    )
+    for key in ("gpuModel", "defaultMemory", "migSharing", "fallback"):
         checker.check(
             (*path, key), key not in raw or strategy == "MIG", f"applies only to strategy MIG, not {strategy}"
         )
@@ -234,26 +295,119 @@ def _dra(checker: _Checker, raw: Mapping[str, Any], path: Path) -> Dra:
         strategy != "MIG" or "gpuModel" in raw,
         "strategy MIG needs gpuModel, to choose a profile",
     )
+
+
+def _device_class(checker: _Checker, raw: Mapping[str, Any], path: Path, strategy: str) -> str:
+    """The kubelet plugin applies a GpuConfig only to full GPUs and a MigDeviceConfig only to MIG
+    devices (k8s-dra-driver-gpu cmd/gpu-kubelet-plugin/device_state.go): a driver class of the other
+    type would fail every pod at start. Classes of other names are the cluster's own: not judged."""
     default_class = devices.MIG_CLASS if strategy == "MIG" else devices.GPU_CLASS
-    device_class = raw.get("deviceClassName", default_class)
-    checker.check(
-        (*path, "deviceClassName"),
-        bool(_DNS_SUBDOMAIN.fullmatch(device_class)),
-        "must be a DNS subdomain name",
-    )
-    mps = raw.get("mps", {})
-    pinned = mps.get("defaultPinnedDeviceMemoryLimit")
-    if pinned is not None:
-        checker.parsed(
-            (*path, "mps", "defaultPinnedDeviceMemoryLimit"), lambda: quantity.parse_mib(pinned, "limit")
+    device_class = str(raw.get("deviceClassName", default_class))
+    where = (*path, "deviceClassName")
+    checker.check(where, bool(_DNS_SUBDOMAIN.fullmatch(device_class)), "must be a DNS subdomain name")
+    wanted = CONFIGURED_TYPES.get(strategy)
+    found = DRIVER_CLASS_TYPES.get(device_class)
+    if wanted is not None and found is not None and found != wanted[1]:
+        hint = "; MIG slices are shared with strategy MIG and migSharing" if found == "mig" else ""
+        checker.fail(
+            where,
+            f"strategy {strategy} configures devices with the driver's {wanted[0]}, which it refuses "
+            f"on {device_class}'s {found} devices{hint}",
         )
-    return Dra(
-        strategy=strategy,
-        device_class=device_class,
-        time_slice_interval=raw.get("timeSlicing", {}).get("interval"),
-        mps_thread_percentage=mps.get("defaultActiveThreadPercentage"),
-        mps_pinned_memory=None if pinned is None else str(pinned),
+    return device_class
+
+
+def _driver_gates(checker: _Checker, raw: Mapping[str, bool], path: Path) -> frozenset[str]:
+    """The gates the driver runs with: its defaults, overridden by the policy. A set the driver would
+    not start with (pkg/featuregates/featuregates.go ValidateFeatureGates) describes no driver."""
+    for gate in raw:
+        checker.check(
+            (*path, gate),
+            gate in DRIVER_FEATURE_GATES,
+            f"{gate!r} is not a feature gate of NVIDIA's DRA driver; its gates: "
+            + ", ".join(DRIVER_FEATURE_GATES),
+        )
+    enabled = frozenset(g for g, default in DRIVER_FEATURE_GATES.items() if raw.get(g, default))
+    for gate, needed in GATE_REQUIRES:
+        if gate in enabled and needed not in enabled:
+            checker.fail(
+                _gate_path(path, raw, gate, needed),
+                f"{gate} requires {needed}: NVIDIA's DRA driver does not start with {gate} on "
+                f"and {needed} off",
+            )
+    for first, second in GATES_EXCLUSIVE:
+        if first in enabled and second in enabled:
+            checker.fail(
+                _gate_path(path, raw, first, second),
+                f"{first} and {second} exclude each other: NVIDIA's DRA driver does not start with both on",
+            )
+    return enabled
+
+
+def _gate_path(path: Path, raw: Mapping[str, bool], *gates: str) -> Path:
+    """Where a conflict between gates is shown: the first of them the policy sets."""
+    return next(((*path, gate) for gate in gates if gate in raw), path)
+
+
+def _sharing_gates(checker: _Checker, path: Path, dra: Dra) -> None:
+    """TimeSlicing and MPS, in a GpuConfig or a MigDeviceConfig, are refused by the driver without
+    their gate (api/nvidia.com/resource/v1beta1/validate.go validateSharingStrategy), and MPS is
+    refused while DynamicMIG is on (cmd/gpu-kubelet-plugin/device_state.go applySharingConfig)."""
+    sharing = dra.sharing
+    if sharing is None:
+        return
+    where = (*path, "migSharing" if dra.strategy == "MIG" else "strategy")
+    gate = SHARING_GATES[sharing]
+    checker.check(
+        where,
+        gate in dra.driver_gates,
+        f"{sharing} needs the DRA driver's {gate} feature gate (alpha, off by default): enable it in "
+        f"the driver and say so with driverFeatureGates: {{{gate}: true}}",
     )
+    checker.check(
+        where,
+        sharing != "MPS" or "DynamicMIG" not in dra.driver_gates,
+        "MPS is refused by the DRA driver while its DynamicMIG feature gate is on",
+    )
+
+
+def _pinned_limit(checker: _Checker, where: Path, value: object) -> bool:
+    """The MPS daemon takes whole MiB: the driver refuses a limit under 1 MiB when the pod starts
+    (k8s-dra-driver-gpu api/nvidia.com/resource/v1beta1/sharing.go limit.Megabyte)."""
+    try:
+        amount = quantity.parse(value)
+    except quantity.QuantityError as e:
+        checker.fail(where, str(e))
+        return False
+    bytes_ = -(-amount.numerator // amount.denominator)  # resource.Quantity.Value() rounds up
+    if bytes_ < quantity.MiB:
+        checker.fail(where, f"{value} is under 1Mi: the DRA driver refuses such a pinned memory limit")
+    elif bytes_ >= 2**63:
+        checker.fail(where, f"{value} is more than the DRA driver can hold")
+    return quantity.MiB <= bytes_ < 2**63
+
+
+def _per_device_limits(
+    checker: _Checker, mps: Mapping[str, Any], path: Path, most: int
+) -> tuple[tuple[int, str], ...]:
+    """defaultPerDevicePinnedMemoryLimit keys name a device by UUID or by its index among the
+    claim's devices (sharing.go uuidSet.Normalize). A template serves every node, so only indexes
+    can mean anything, and an index must be one of some template's devices."""
+    found = []
+    for key, value in mps.get("defaultPerDevicePinnedMemoryLimit", {}).items():
+        where = (*path, "defaultPerDevicePinnedMemoryLimit", key)
+        index = int(key) if _DEVICE_INDEX.fullmatch(str(key)) else None
+        checker.check(
+            where,
+            index is not None,
+            "name a device by its index among the claim's devices (0, 1, ...): a template serves "
+            "every node, so a UUID matches no device",
+        )
+        if index is not None and index >= most:
+            checker.fail(where, f"no template has {index + 1} devices (the most is {most}, maxGpusPerPod)")
+        elif index is not None and _pinned_limit(checker, where, value):
+            found.append((index, str(value)))
+    return tuple(sorted(found))
 
 
 def _max_memory(checker: _Checker, raw: Mapping[str, Any], path: Path, default: int | None) -> int | None:

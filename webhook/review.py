@@ -20,7 +20,7 @@ from webhook.decision import ALLOW, Decision, Finding, clamp_warnings, deny
 from webhook.dra import templates
 from webhook.dra.devices import ClaimError
 from webhook.dra.index import GROUP as DRA_GROUP
-from webhook.dra.index import DraIndex
+from webhook.dra.index import IMPLICIT_PREFIX, DraIndex
 from webhook.dra.resolve import pod_claims
 from webhook.dra.served import unserved
 from webhook.errors import AdmissionDenied, ClusterError
@@ -217,6 +217,21 @@ def validate(
             decision, audit_annotations={**decision.audit_annotations, **constraints.audit_annotations}
         )
     return replace(decision, gpus=count.equivalents) if count is not None and decision.allowed else decision
+
+
+def _asks_device_class(target: PodTarget) -> bool:
+    return any(
+        name.startswith(IMPLICIT_PREFIX)
+        for _, container in target.containers()
+        for section in ("requests", "limits")
+        for name in _section(container, section)
+    )
+
+
+def _section(container: Mapping[str, Any], section: str) -> Mapping[str, Any]:
+    resources = container.get("resources")
+    found = resources.get(section) if isinstance(resources, dict) else None
+    return found if isinstance(found, dict) else {}
 
 
 def _unjudged(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
@@ -455,8 +470,11 @@ def _dra_reading(target: PodTarget, dra_index: DraIndex | None, namespace: str) 
     if dra_index is None:
         return None
     spec = target.pod.get("spec")
-    # Pods without claims pay nothing more unless some DeviceClass serves an extended resource.
-    if not (isinstance(spec, dict) and spec.get("resourceClaims")) and not dra_index.backed:
+    # Pods without claims pay nothing more unless some DeviceClass serves an extended resource
+    # (its extendedResourceName, or the name Kubernetes gives every class).
+    if not (isinstance(spec, dict) and spec.get("resourceClaims")) and not (
+        dra_index.backed or _asks_device_class(target)
+    ):
         return None
     count = count_gpus(target.pod, dra_index, namespace)
     return count if count.error is not None or count.devices > 0 else None

@@ -32,7 +32,8 @@ from webhook.quota.gate import LocalGate
 
 EXEMPT = ("kube-system",)
 SLICED = sharing_policy(
-    "match: {namespaces: [team-*]}\nsharing: {mode: dra, strategy: TimeSlicing, maxGpusPerPod: 1}",
+    "match: {namespaces: [team-*]}\nsharing: {mode: dra, strategy: TimeSlicing, maxGpusPerPod: 1,"
+    " driverFeatureGates: {TimeSlicingSettings: true}}",
     name="sliced",
 )
 # Real time: no pause of a busy machine outlasts the renew deadline, so the replica that takes the

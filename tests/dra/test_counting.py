@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 
 from tests.dra.objects import NS, claim, device_class, mig_request, pod, request, template
 from tests.support.schema import assert_valid
+from webhook import gpu
 from webhook.accounting.count import count_gpus, count_object
 from webhook.accounting.demand import DEFAULT_SETTINGS, device_class_resource, pod_shape
 from webhook.cache import ClusterCache
-from webhook.dra.devices import claim_asks
 from webhook.dra.index import build_index
 from webhook.inventory import Inventory, cache_from
 from webhook.quota.ledger import Entry, LedgerView
@@ -104,7 +104,9 @@ def test_mig_claims_add_up_to_their_slices_and_memory() -> None:
     cache = cache_from(Inventory("mig", (*OBJECTS, pod("a", template_name="mig-devices"))))
     usage = cache.usage(NS, DEFAULT_SETTINGS)
     assert usage.gpus == Fraction(1 + 1 + 2 + 3, 7)
-    assert usage.gpu_memory_mib == (5 + 5 + 10 + 20) * 1024
+    # Without published devices, the profiles' real sizes on the card that has them (A100-40GB).
+    real = {p.name: p.memory_mib for p in gpu.MIG_PROFILES["A100-40GB"]}
+    assert usage.gpu_memory_mib == 2 * real["1g.5gb"] + real["2g.10gb"] + real["3g.20gb"]
 
 
 def test_capacity_memory_counts() -> None:
@@ -153,7 +155,7 @@ def test_pods_without_claims_are_unchanged() -> None:
     assert count_gpus(plain, dra_index()) == count_gpus(plain)
 
 
-COUNTS = st.integers(min_value=1, max_value=16)
+COUNTS = st.integers(min_value=1, max_value=5)  # six requests stay within a claim's 32 devices
 CLASSES = st.sampled_from(["gpu.nvidia.com", "mig.nvidia.com", "nic.example.com", "gpus.example.com"])
 GPU_CLASS_NAMES = {"gpu.nvidia.com", "mig.nvidia.com", "gpus.example.com"}
 
@@ -178,7 +180,7 @@ def test_resolution_counts_gpu_requests_and_the_largest_alternative(
     drawn: list[tuple[dict[str, Any], int]],
 ) -> None:
     index = build_index({}, ("gpus.example.com",), synced=True)
-    asks = claim_asks({"requests": [r for r, _ in drawn]}, index.classes, index.gpu_classes)
+    asks = index.asks({"requests": [r for r, _ in drawn]})
     assert sum(a.count for a in asks) == sum(n for _, n in drawn)
 
 

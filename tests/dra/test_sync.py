@@ -20,7 +20,11 @@ from webhook.dra import sync, templates
 from webhook.dra.index import Key
 
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
-OTHER = sharing_policy("sharing: {mode: dra, strategy: TimeSlicing, maxGpusPerPod: 1}", name="sliced")
+OTHER = sharing_policy(
+    "sharing: {mode: dra, strategy: TimeSlicing, maxGpusPerPod: 1,"
+    " driverFeatureGates: {TimeSlicingSettings: true}}",
+    name="sliced",
+)
 ONE, TWO = templates.templates_for(WHOLE_DRA, "team-a")
 (SLICED,) = templates.templates_for(OTHER, "team-a")
 

@@ -30,6 +30,7 @@ from webhook.accounting.target import pod_target
 from webhook.dra.devices import ClaimError
 from webhook.dra.index import EMPTY, GROUP, DraIndex
 from webhook.dra.resolve import ClaimShape
+from webhook.dra.versions import as_v1
 from webhook.types import KubeObject
 
 
@@ -122,8 +123,9 @@ def count_claim(obj: KubeObject, dra: DraIndex) -> GpuCount:
 
 
 def claim_devices(obj: KubeObject) -> object:
-    """`spec.devices` of a ResourceClaim, `spec.spec.devices` of a ResourceClaimTemplate."""
-    spec = obj.get("spec")
+    """`spec.devices` of a ResourceClaim, `spec.spec.devices` of a ResourceClaimTemplate, read as
+    resource.k8s.io/v1 whatever version the object was sent in."""
+    spec = as_v1(obj).get("spec")
     if obj.get("kind") == "ResourceClaimTemplate":
         spec = spec.get("spec") if isinstance(spec, dict) else None
     return spec.get("devices") if isinstance(spec, dict) else None

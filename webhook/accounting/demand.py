@@ -29,8 +29,8 @@ from typing import Any
 from webhook import gpu, quantity, vendors
 from webhook.accounting import kai, names
 from webhook.accounting.usage import NOTHING, ZERO, Usage
-from webhook.dra.devices import ClaimError
-from webhook.dra.index import DraIndex
+from webhook.dra.devices import ClaimError, DeviceAsk
+from webhook.dra.index import IMPLICIT_PREFIX, DraIndex
 from webhook.dra.resolve import ClaimShape, pod_claims
 from webhook.types import KubeObject
 
@@ -100,7 +100,7 @@ class PodShape:
     # DRA: the pod's GPU claims (pod-level, so outside the per-container rule), and the extended
     # resources it asks that GPU device classes serve: (name, MIG slices or 0, MiB per device or 0).
     claims: tuple[ClaimShape, ...] = ()
-    backed: tuple[tuple[str, int, int], ...] = ()
+    backed: tuple[tuple[str, int, int, str], ...] = ()
 
     def without_claims(self, keys: frozenset[str]) -> PodShape:
         """This shape minus the shared claims in `keys` (already counted in the namespace)."""
@@ -121,7 +121,7 @@ class PodShape:
         (webhook/vendors.py) and the extended resources a GPU DeviceClass serves."""
         asked = {name for amounts in (*self.app, *(a for a, _ in self.init)) for name, _ in amounts}
         known = {name for name in asked if names.is_accelerator(name)}
-        return tuple(sorted(known | {name for name, _, _ in self.backed}))
+        return tuple(sorted(known | {row[0] for row in self.backed}))
 
     def shared_claims(self) -> tuple[ClaimShape, ...]:
         if not self.claims:
@@ -146,13 +146,13 @@ def pod_shape(pod: KubeObject, dra: DraIndex | None = None, namespace: str = "")
     )
     kai = _kai_request(_mapping(_mapping(pod.get("metadata"), "metadata").get("annotations"), "annotations"))
     claims: tuple[ClaimShape, ...] = ()
-    backed: tuple[tuple[str, int, int], ...] = ()
+    backed: tuple[tuple[str, int, int, str], ...] = ()
     if dra is not None:
         # Pods without claims pay one dict lookup here, and nothing while no DeviceClass serves
         # an extended resource.
         if spec.get("resourceClaims"):
             claims = _claims(pod, dra, namespace)
-        if dra.backed_resources():
+        if dra.backed_resources() or _asks_implicit(app, init):
             backed = _backed(app, init, dra)
     if kai is None and not claims and not any(app) and not any(amounts for amounts, _ in init):
         return None
@@ -169,17 +169,27 @@ def _claims(pod: KubeObject, dra: DraIndex, namespace: str) -> tuple[ClaimShape,
 
 def _backed(
     app: tuple[Amounts, ...], init: tuple[tuple[Amounts, bool], ...], dra: DraIndex
-) -> tuple[tuple[str, int, int], ...]:
-    """Extended resources of the pod that a GPU DeviceClass serves and that no other rule counts."""
-    served = dra.backed_resources()
+) -> tuple[tuple[str, int, int, str], ...]:
+    """Extended resources of the pod that a GPU DeviceClass serves and that no other rule counts:
+    (name, MIG slices or 0, MiB per device or 0, the class)."""
     asked = {name for amounts in (*app, *(a for a, _ in init)) for name, _ in amounts}
     found = []
-    for name in sorted(asked & served.keys()):
+    for name in sorted(asked):
         if names.is_accelerator(name):
             continue  # counted by name, as its vendor's device plugin serves it
-        profile = served[name].profile
-        found.append((name, profile.slices if profile else 0, profile.memory_mib if profile else 0))
+        device_class = dra.served_class(name)
+        reading = dra.judge.judge(device_class) if device_class is not None else None
+        if device_class is None or reading is None:
+            continue
+        profile = reading.profile
+        found.append((name, profile.slices if profile else 0, reading.memory_mib, device_class))
     return tuple(found)
+
+
+def _asks_implicit(app: tuple[Amounts, ...], init: tuple[tuple[Amounts, bool], ...]) -> bool:
+    return any(
+        name.startswith(IMPLICIT_PREFIX) for amounts in (*app, *(a for a, _ in init)) for name, _ in amounts
+    )
 
 
 def pod_demand(pod: KubeObject, settings: QuotaSettings = DEFAULT_SETTINGS) -> Usage:
@@ -225,21 +235,29 @@ def device_class_resource(device_class: str) -> str:
 def _claim_vector(claim: ClaimShape, settings: QuotaSettings) -> _Vector:
     vector: _Vector = {}
     for ask in claim.asks:
-        key = device_class_resource(ask.device_class)
-        if ask.profile is not None:
-            gpus = Fraction(ask.count * ask.profile.slices, settings.mig_slices_per_gpu)
-        else:
-            gpus = ask.count * settings.whole_gpu_weight
-        memory = ask.memory_mib or (settings.card_memory_mib if ask.profile is None else 0) or 0
-        part: _Vector = {
-            (_COUNT, key): Fraction(ask.count),
-            (_GPUS, key): gpus,
-            (_DEVICES, key): Fraction(ask.count),
-        }
-        if memory:
-            part[(_MEMORY, key)] = Fraction(ask.count * memory)
-        vector = _sum((vector, part))
+        if ask.admin_access:
+            continue  # reaches devices others hold, allocates none: not charged (as ResourceQuota)
+        vector = _sum((vector, _ask_vector(ask, settings)))
     return vector
+
+
+def _ask_vector(ask: DeviceAsk, settings: QuotaSettings) -> _Vector:
+    key = device_class_resource(ask.device_class)
+    part: _Vector = {(_COUNT, key): Fraction(ask.charged)}
+    if ask.charge_only:
+        return part
+    if ask.profile is not None:
+        gpus = Fraction(ask.count * ask.profile.slices, settings.mig_slices_per_gpu)
+    else:
+        gpus = ask.count * settings.whole_gpu_weight * ask.share
+    # A whole GPU holds at least what it was asked for, and the card's memory where the quota says.
+    card = settings.card_memory_mib * ask.share if ask.profile is None and settings.card_memory_mib else 0
+    memory = max(ask.memory_mib, card)
+    part[(_GPUS, key)] = gpus
+    part[(_DEVICES, key)] = Fraction(ask.count)
+    if memory:
+        part[(_MEMORY, key)] = Fraction(ask.count * memory)
+    return part
 
 
 # A container's demand broken down by (dimension, resource name), so that the
@@ -259,7 +277,7 @@ def _container_vector(
     amounts: Amounts,
     settings: QuotaSettings,
     single_mig: tuple[int, int] | None = None,
-    backed: tuple[tuple[str, int, int], ...] = (),
+    backed: tuple[tuple[str, int, int, str], ...] = (),
 ) -> _Vector:
     vector: _Vector = {(_COUNT, name): Fraction(count) for name, count in amounts}
     families: dict[vendors.Family, dict[vendors.Part, int]] = {}
@@ -275,9 +293,13 @@ def _container_vector(
     for family, parts in families.items():
         _add_family(vector, family, parts, settings, single_mig)
     by_name = dict(amounts)
-    for name, slices, memory in backed:
+    for name, slices, memory, device_class in backed:
         if by_name.get(name):
             _add_backed(vector, name, by_name[name], slices, memory, settings)
+            # Kubernetes' ResourceQuota charges the class for an extended resource it serves.
+            if device_class:
+                key = (_COUNT, device_class_resource(device_class))
+                vector[key] = vector.get(key, ZERO) + by_name[name]
     return vector
 
 

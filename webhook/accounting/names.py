@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from webhook import gpu, vendors
+from webhook.dra.index import IMPLICIT_PREFIX
 
 # What asks KAI for a share of a GPU (KAI-Scheduler pkg/common/constants/constants.go).
 KAI_ANNOTATIONS = gpu.KAI_ANNOTATIONS
@@ -83,12 +84,14 @@ _NVIDIA_ENV = frozenset(
 def cel_name_test(variable: str) -> str:
     """The CEL that says `variable` is an accelerator resource name, for the webhook configurations'
     matchConditions (manifests/base/validatingwebhook.yaml holds it; a test keeps the two equal)."""
+    # Every DeviceClass's implicit name routes too: whether it is a GPU depends on the class.
     exact = ", ".join(f"'{name}'" for name in exact_names())
     # `[.]`, not `\.`: a backslash would need escaping again inside a CEL string.
     patterns = "|".join(
         p.regex.pattern.removeprefix("^").removesuffix("$").replace("\\.", "[.]") for p in vendors.PATTERNS
     )
     return (
-        f"{variable}.startsWith('{gpu.MIG_PREFIX}') || {variable} in [{exact}] || "
+        f"{variable}.startsWith('{gpu.MIG_PREFIX}') || {variable}.startsWith('{IMPLICIT_PREFIX}') || "
+        f"{variable} in [{exact}] || "
         f"{variable}.matches('^({patterns})$')"
     )

@@ -1,33 +1,44 @@
 """The GPU devices one ResourceClaim spec asks for. Pure.
 
-A claim (`spec.devices`, or a template's `spec.spec.devices`) lists requests. Each is
-either `exactly` one device request or `firstAvailable`, a list of alternatives of which
-the scheduler takes the first that fits. Only requests on a GPU device class count:
-- `exactly`: `count` devices (default 1) with `allocationMode: ExactCount` (the default);
-  `All` takes every matching device of a node, a number admission cannot know;
-- `firstAvailable`: the largest GPU alternative, since any of them may be chosen;
-- MIG: the profile comes from a CEL selector on `device.attributes['gpu.nvidia.com'].profile`
-  (in the request or in the device class), as NVIDIA's DRA driver demo specs write it;
-- memory: `capacity.requests.memory` when set, else the MIG profile's.
+A claim (`spec.devices`, or a template's `spec.spec.devices`) lists requests. Each is either
+`exactly` one device request or `firstAvailable`, alternatives of which the allocator takes
+the first that fits. What a request can get is judged by webhook/dra/judge.py: its class's and
+its own CEL selectors against the devices the cluster publishes. Here:
+- `exactly`: `count` devices (default 1) with `allocationMode: ExactCount` (the default); `All`
+  takes every matching device of a node, a number admission cannot know;
+- `firstAvailable`: the alternative that takes the most counts for GPUs and memory, since any
+  may be chosen; each alternative's class is charged its largest count (the rule of Kubernetes'
+  ResourceQuota for claims);
+- consumable capacity (`capacity.requests`, under `memory` or its qualified name): a share of a
+  device only where the device may be allocated to several claims (`allowMultipleAllocations`);
+  NVIDIA's driver sets it on none, so such a request holds the whole device;
+- a claim whose requests need more than the API's 32 devices can never be allocated: refused
+  with the allocator's own reason.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from fractions import Fraction
 from typing import Any
 
 from webhook import gpu, quantity
+from webhook.dra import catalog
+from webhook.dra.judge import DeviceJudge, Reading, share_of
 from webhook.gpu import MigProfile
 
 GPU_CLASS = "gpu.nvidia.com"
 MIG_CLASS = "mig.nvidia.com"
 DEFAULT_GPU_CLASSES = (GPU_CLASS, MIG_CLASS)
-DRIVER = "gpu.nvidia.com"
+DRIVER = catalog.DRIVER
 EXACT_COUNT, ALL = "ExactCount", "All"
-_PROFILE = re.compile(r"""\.profile\s*==\s*['"]([1-7])g\.([0-9]{1,4})gb['"]""")
-_DRIVER = re.compile(r"""device\.driver\s*==\s*['"]([^'"]+)['"]""")
+# k8s.io/api resource/v1 types.go AllocationResultsMaxSize; the allocator refuses a claim whose
+# requests need more (structured/internal/stable/allocator_stable.go).
+MAX_DEVICES_PER_CLAIM = 32
+MAX_REQUESTS = 32  # DeviceRequestsMaxSize
+MAX_SUBREQUESTS = 8  # FirstAvailableDeviceRequestMaxSize
+MAX_SELECTORS = 32  # DeviceSelectorsMaxSize
 
 
 class ClaimError(ValueError):
@@ -36,17 +47,21 @@ class ClaimError(ValueError):
 
 @dataclass(frozen=True)
 class DeviceClassInfo:
-    """What counting needs of a DeviceClass."""
+    """What judging needs of a DeviceClass: its selectors and the extended resource it serves."""
 
     name: str
-    gpu: bool
-    profile: MigProfile | None = None
+    selectors: tuple[str, ...] = ()
     extended_resource: str | None = None
 
 
 @dataclass(frozen=True)
 class DeviceAsk:
-    """The GPU devices of one request (for `firstAvailable`, of its largest GPU alternative)."""
+    """The GPU devices of one request (for `firstAvailable`, of its largest GPU alternative).
+
+    `share` is the GPU-equivalents of one device (1 but for consumable capacity on a device that
+    may be shared). `estimated`: judged without published devices. A `charge_only` ask only
+    charges its class's per-class count (another alternative of a firstAvailable request);
+    `class_count` is what the class is charged (the largest count among its alternatives)."""
 
     request: str
     device_class: str
@@ -54,33 +69,31 @@ class DeviceAsk:
     all_devices: bool = False
     admin_access: bool = False
     profile: MigProfile | None = None
-    memory_mib: int = 0  # per device; 0 when neither capacity nor a profile says
+    memory_mib: int = 0  # per device; 0 when nothing published says
+    share: Fraction = Fraction(1)
+    estimated: bool = False
+    charge_only: bool = False
+    class_count: int = 0
+
+    @property
+    def charged(self) -> int:
+        return self.class_count or self.count
 
 
-def class_info(obj: Mapping[str, Any], gpu_classes: Sequence[str] = DEFAULT_GPU_CLASSES) -> DeviceClassInfo:
-    """A DeviceClass object: a GPU class when configured as one or when it selects NVIDIA's driver."""
+def class_info(obj: Mapping[str, Any]) -> DeviceClassInfo:
+    """A DeviceClass object: its name, CEL selectors and extendedResourceName."""
     meta, spec = obj.get("metadata"), obj.get("spec")
     name = str(meta.get("name") or "") if isinstance(meta, dict) else ""
     spec = spec if isinstance(spec, dict) else {}
-    expressions = _expressions(spec.get("selectors"))
-    drivers = {m for e in expressions for m in _DRIVER.findall(e)}
     extended = spec.get("extendedResourceName")
     return DeviceClassInfo(
         name,
-        name in gpu_classes or DRIVER in drivers,
-        _profile(expressions),
+        tuple(_expressions(spec.get("selectors"))),
         extended if isinstance(extended, str) and extended else None,
     )
 
 
-def default_class(name: str, gpu_classes: Sequence[str] = DEFAULT_GPU_CLASSES) -> DeviceClassInfo:
-    """A class known only by name (not in the cache): a GPU class if configured as one."""
-    return DeviceClassInfo(name, name in gpu_classes)
-
-
-def claim_asks(
-    devices: object, classes: Mapping[str, DeviceClassInfo], gpu_classes: Sequence[str] = DEFAULT_GPU_CLASSES
-) -> tuple[DeviceAsk, ...]:
+def claim_asks(devices: object, judge: DeviceJudge) -> tuple[DeviceAsk, ...]:
     """The GPU asks of a claim's `devices` field; raises ClaimError on values it cannot count."""
     if devices is None:
         return ()
@@ -89,65 +102,109 @@ def claim_asks(
     requests = devices.get("requests") or []
     if not isinstance(requests, list):
         raise ClaimError("spec.devices.requests must be a list")
-    asks = []
+    if len(requests) > MAX_REQUESTS:
+        raise ClaimError(f"spec.devices.requests holds {len(requests)} requests, more than {MAX_REQUESTS}")
+    asks: list[DeviceAsk] = []
+    least_devices = 0
     for request in requests:
         if not isinstance(request, dict):
             raise ClaimError("spec.devices.requests must hold mappings")
-        ask = _request_ask(request, classes, gpu_classes)
-        if ask is not None:
-            asks.append(ask)
+        found, fewest = _request_asks(request, judge)
+        asks.extend(found)
+        least_devices += fewest
+    if least_devices > MAX_DEVICES_PER_CLAIM:
+        raise ClaimError(
+            f"number of requested devices {least_devices} exceeds the claim limit of {MAX_DEVICES_PER_CLAIM}"
+        )
     return tuple(asks)
 
 
-def _request_ask(
-    request: Mapping[str, Any], classes: Mapping[str, DeviceClassInfo], gpu_classes: Sequence[str]
-) -> DeviceAsk | None:
+def _request_asks(request: Mapping[str, Any], judge: DeviceJudge) -> tuple[list[DeviceAsk], int]:
+    """The request's asks, and the fewest devices it can be given (the allocator's lower bound)."""
     name = str(request.get("name") or "?")
     exactly = request.get("exactly")
     if exactly is not None:
-        return _one(name, exactly, classes, gpu_classes)
+        ask, fewest = _one(name, exactly, judge)
+        return ([ask] if ask is not None else []), fewest
     alternatives = request.get("firstAvailable") or []
     if not isinstance(alternatives, list):
         raise ClaimError(f"request {name!r}: firstAvailable must be a list")
-    asks = [_one(f"{name}/{_sub_name(a)}", a, classes, gpu_classes) for a in alternatives]
-    found = [a for a in asks if a is not None]
-    # The scheduler may pick any alternative: count the one that takes the most.
-    return max(found, key=_weight, default=None)
+    if len(alternatives) > MAX_SUBREQUESTS:
+        raise ClaimError(f"request {name!r}: firstAvailable holds more than {MAX_SUBREQUESTS} subrequests")
+    judged = [_one(f"{name}/{_sub_name(a)}", a, judge) for a in alternatives]
+    fewest = min((f for _, f in judged), default=0)
+    found = [a for a, _ in judged if a is not None]
+    return _first_available(found), fewest
+
+
+def _first_available(found: list[DeviceAsk]) -> list[DeviceAsk]:
+    """The largest alternative counts; every alternative's class is charged its largest count."""
+    if not found:
+        return []
+    largest = max(found, key=_weight)
+    by_class: dict[str, int] = {}
+    for ask in found:
+        by_class[ask.device_class] = max(by_class.get(ask.device_class, 0), ask.count)
+    asks = [replace(largest, class_count=by_class.pop(largest.device_class))]
+    asks.extend(
+        DeviceAsk(largest.request, cls, 0, charge_only=True, class_count=count)
+        for cls, count in sorted(by_class.items())
+    )
+    return asks
 
 
 def _sub_name(alternative: object) -> str:
     return str(alternative.get("name") or "?") if isinstance(alternative, dict) else "?"
 
 
-def _weight(ask: DeviceAsk) -> tuple[bool, int, int, int]:
+def _weight(ask: DeviceAsk) -> tuple[bool, Fraction, int, int]:
     slices = ask.profile.slices if ask.profile else gpu.MIG_SLICES
-    return (ask.all_devices, ask.count * slices, ask.count, ask.count * ask.memory_mib)
+    return (ask.all_devices, ask.count * slices * ask.share, ask.count, ask.count * ask.memory_mib)
 
 
-def _one(
-    name: str, spec: object, classes: Mapping[str, DeviceClassInfo], gpu_classes: Sequence[str]
-) -> DeviceAsk | None:
+def _one(name: str, spec: object, judge: DeviceJudge) -> tuple[DeviceAsk | None, int]:
     if not isinstance(spec, dict):
         raise ClaimError(f"request {name!r} must be a mapping")
     class_name = spec.get("deviceClassName")
     if not isinstance(class_name, str) or not class_name:
         raise ClaimError(f"request {name!r} names no deviceClassName")
-    info = classes.get(class_name) or default_class(class_name, gpu_classes)
-    if not info.gpu:
-        return None
     mode = spec.get("allocationMode") or EXACT_COUNT
     if mode not in (EXACT_COUNT, ALL):
         raise ClaimError(f"request {name!r}: allocationMode must be ExactCount or All, got {mode!r}")
     count = 0 if mode == ALL else _count(name, spec.get("count", 1))
-    profile = _profile(_expressions(spec.get("selectors"))) or info.profile
+    selectors = _expressions(spec.get("selectors"))
+    if len(selectors) > MAX_SELECTORS:
+        raise ClaimError(f"request {name!r} holds more than {MAX_SELECTORS} selectors")
+    reading = judge.judge(class_name, tuple(selectors))
+    fewest = 1 if mode == ALL else count
+    if reading is None:
+        return None, fewest
+    requested = _requested_memory(name, spec.get("capacity"))
+    return _ask(name, class_name, count, mode, spec, reading, requested), fewest
+
+
+def _ask(
+    name: str,
+    class_name: str,
+    count: int,
+    mode: str,
+    spec: Mapping[str, Any],
+    reading: Reading,
+    requested_mib: int,
+) -> DeviceAsk:
+    share = share_of(reading, requested_mib)
+    # A device that cannot be shared is held whole, and holds at least what was asked of it.
+    memory = requested_mib if share < 1 else max(reading.memory_mib, requested_mib)
     return DeviceAsk(
         name,
         class_name,
         count,
         all_devices=mode == ALL,
         admin_access=spec.get("adminAccess") is True,
-        profile=profile,
-        memory_mib=_memory(name, spec.get("capacity"), profile),
+        profile=reading.profile,
+        memory_mib=memory,
+        share=share,
+        estimated=not reading.published,
     )
 
 
@@ -157,14 +214,21 @@ def _count(name: str, value: object) -> int:
     return value
 
 
-def _memory(name: str, capacity: object, profile: MigProfile | None) -> int:
+_MEMORY_KEYS = ("memory", f"{DRIVER}/memory")
+
+
+def _requested_memory(name: str, capacity: object) -> int:
+    """MiB of `capacity.requests` memory, under its bare or its driver-qualified name; 0 if none."""
     requests = capacity.get("requests") if isinstance(capacity, dict) else None
-    if isinstance(requests, dict) and "memory" in requests:
-        try:
-            return quantity.parse_mib(requests["memory"], f"request {name!r}: capacity memory")
-        except quantity.QuantityError as e:
-            raise ClaimError(str(e)) from e
-    return profile.memory_mib if profile else 0
+    if not isinstance(requests, dict):
+        return 0
+    for key in _MEMORY_KEYS:
+        if key in requests:
+            try:
+                return quantity.parse_mib(requests[key], f"request {name!r}: capacity {key}")
+            except quantity.QuantityError as e:
+                raise ClaimError(str(e)) from e
+    return 0
 
 
 def _expressions(selectors: object) -> list[str]:
@@ -177,11 +241,3 @@ def _expressions(selectors: object) -> list[str]:
         if isinstance(expression, str):
             found.append(expression)
     return found
-
-
-def _profile(expressions: list[str]) -> MigProfile | None:
-    for expression in expressions:
-        match = _PROFILE.search(expression)
-        if match:
-            return gpu.parse_mig_resource(f"{gpu.MIG_PREFIX}{match[1]}g.{match[2]}gb")
-    return None

@@ -11,7 +11,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.dra.devices import DEFAULT_GPU_CLASSES, DeviceAsk, DeviceClassInfo, claim_asks, class_info
+import orjson
+
+from webhook.dra.devices import (
+    DEFAULT_GPU_CLASSES,
+    ClaimError,
+    DeviceAsk,
+    DeviceClassInfo,
+    claim_asks,
+    class_info,
+)
+from webhook.dra.judge import DeviceJudge
+from webhook.dra.published import Device
+from webhook.dra.slices import SliceError, slice_devices
+from webhook.dra.versions import as_v1
 from webhook.types import KubeObject
 
 CLAIMS = "resourceclaims"
@@ -35,18 +48,21 @@ Key = tuple[str, str]  # (namespace, name)
 
 @dataclass(frozen=True)
 class DraIndex:
-    """Claims' and templates' `devices` by (namespace, name), and device classes by name."""
+    """Claims' and templates' `devices` by (namespace, name), device classes by name, and the judge
+    of what a request can get (their selectors against the published devices)."""
 
     claims: Mapping[Key, Any] = field(default_factory=dict)
     templates: Mapping[Key, Any] = field(default_factory=dict)
     classes: Mapping[str, DeviceClassInfo] = field(default_factory=dict)
     gpu_classes: tuple[str, ...] = DEFAULT_GPU_CLASSES
     synced: bool = False
-    # Extended resource names that GPU device classes serve (DeviceClass extendedResourceName).
-    backed: Mapping[str, DeviceClassInfo] = field(default_factory=dict)
+    # Extended resource names that GPU device classes serve (DeviceClass extendedResourceName),
+    # by the class that serves them.
+    backed: Mapping[str, str] = field(default_factory=dict)
     # Template name -> `devices` of templates known to exist or to be about to exist whatever the
     # cache holds yet: the applicable mode dra policy's own. Looked up only when the cache has none.
     expected_templates: Mapping[str, Any] = field(default_factory=dict)
+    judge: DeviceJudge = field(default_factory=lambda: _default_judge(DEFAULT_GPU_CLASSES), compare=False)
 
     def claim_devices(self, namespace: str, name: str) -> tuple[bool, Any]:
         key = (namespace, name)
@@ -62,15 +78,73 @@ class DraIndex:
 
     def asks(self, devices: object) -> tuple[DeviceAsk, ...]:
         """The GPU asks of a claim's `devices` field, judged against this snapshot's classes and
-        published devices; raises ClaimError naming what cannot be counted."""
-        return claim_asks(devices, self.classes, self.gpu_classes)
+        published devices; raises ClaimError naming what cannot be counted. Remembered by spec."""
+        return self.judge_asks(devices)
 
-    def backed_resources(self) -> Mapping[str, DeviceClassInfo]:
+    def judge_asks(self, devices: object) -> tuple[DeviceAsk, ...]:
+        return _asks(self.judge, devices)
+
+    @property
+    def estimated(self) -> bool:
+        """True when no device is published: readings come from NVIDIA's driver's catalog."""
+        return not self.judge.publishes
+
+    def backed_resources(self) -> Mapping[str, str]:
         return self.backed
+
+    def served_class(self, resource: str) -> str | None:
+        """The GPU DeviceClass that serves an extended resource: by its extendedResourceName, or
+        by the name Kubernetes gives every class, `deviceclass.resource.kubernetes.io/<class>`."""
+        found = self.backed.get(resource)
+        if found is not None:
+            return found
+        if not resource.startswith(IMPLICIT_PREFIX):
+            return None
+        name = resource.removeprefix(IMPLICIT_PREFIX)
+        known = name in self.classes or self.judge.knows_class(name) or name in self.gpu_classes
+        return name if known and self.judge.judge(name) is not None else None
 
     def serves(self, resource: str) -> bool:
         """True when some device class (GPU or not) serves this extended resource name."""
+        if resource.startswith(IMPLICIT_PREFIX):
+            return resource.removeprefix(IMPLICIT_PREFIX) in self.classes
         return any(c.extended_resource == resource for c in self.classes.values())
+
+
+# kubernetes pkg/apis/resource: the extended resource name every DeviceClass serves (1.34+,
+# DRAExtendedResource), k8s.io/api resource/v1 types.go ResourceDeviceClassPrefix.
+IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"
+
+
+def _default_judge(gpu_classes: Sequence[str]) -> DeviceJudge:
+    return DeviceJudge({}, (), gpu_classes)
+
+
+_MEMO_SIZE = 4096
+_JUDGES_REMEMBERED = 16
+
+
+def _asks(judge: DeviceJudge, devices: object) -> tuple[DeviceAsk, ...]:
+    """claim_asks, remembered per judge and spec: specs repeat (templates, generated claims)."""
+    try:
+        key = orjson.dumps(devices, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return claim_asks(devices, judge)
+    if id(judge) not in _MEMOS and len(_MEMOS) >= _JUDGES_REMEMBERED:
+        _MEMOS.clear()
+    memo = _MEMOS.setdefault(id(judge), (judge, {}))[1]
+    found = memo.get(key)
+    if found is None:
+        found = claim_asks(devices, judge)
+        if len(memo) >= _MEMO_SIZE:
+            memo.clear()
+        memo[key] = found
+    return found
+
+
+# Judges are immutable once built: memos keyed by id, each entry keeping its judge alive so that
+# an id is not reused while remembered. Old judges are dropped when a new one is made.
+_MEMOS: dict[int, tuple[DeviceJudge, dict[bytes, tuple[DeviceAsk, ...]]]] = {}
 
 
 EMPTY = DraIndex()
@@ -103,17 +177,20 @@ class DraStore:
         self._devices: dict[str, dict[Key, Any]] = {CLAIMS: {}, TEMPLATES: {}}
         self._classes: dict[str, DeviceClassInfo] = {}
         self._templates: dict[Key, KubeObject] = {}
-        self._slices: dict[str, KubeObject] = {}
+        self._slices: dict[str, tuple[Device, ...]] = {}
+        self._judge: DeviceJudge | None = None
         self._index: DraIndex | None = None
+        self.unreadable_slices = 0
 
     def replace(self, kind: str, objects: Iterable[KubeObject]) -> None:
         if kind == SLICES:
-            self._slices = {name: o for o in objects if (name := _name(o))}
-            self._index = None
+            self._slices = {name: self._read_slice(o) for o in objects if (name := _name(o))}
+            self._judge = self._index = None
             return
         if kind == CLASSES:
-            infos = (class_info(o, self.gpu_classes) for o in objects)
+            infos = (class_info(o) for o in objects)
             self._classes = {info.name: info for info in infos if info.name}
+            self._judge = None
         else:
             named = [(key, o) for o in objects if (key := object_key(o))[1]]
             self._devices[kind] = {key: _devices(kind, o) for key, o in named}
@@ -124,15 +201,16 @@ class DraStore:
     def put(self, kind: str, obj: KubeObject) -> None:
         if kind == SLICES:
             name = _name(obj)
-            if name and self._slices.get(name) != obj:
-                self._slices[name] = obj
-                self._index = None
+            devices = self._read_slice(obj)
+            if name and self._slices.get(name) != devices:
+                self._slices[name] = devices
+                self._judge = self._index = None
             return
         if kind == CLASSES:
-            info = class_info(obj, self.gpu_classes)
+            info = class_info(obj)
             if info.name and self._classes.get(info.name) != info:
                 self._classes[info.name] = info
-                self._index = None
+                self._judge = self._index = None
             return
         key = object_key(obj)
         if not key[1]:
@@ -147,11 +225,11 @@ class DraStore:
     def remove(self, kind: str, obj: KubeObject) -> None:
         if kind == SLICES:
             if self._slices.pop(_name(obj), None) is not None:
-                self._index = None
+                self._judge = self._index = None
             return
         if kind == CLASSES:
             if self._classes.pop(_name(obj), None) is not None:
-                self._index = None
+                self._judge = self._index = None
             return
         key = object_key(obj)
         if kind == TEMPLATES:
@@ -166,8 +244,13 @@ class DraStore:
     def index(self, synced: bool) -> DraIndex:
         """The snapshot, rebuilt (as copies, so it never changes under a reader) only when stale."""
         if self._index is None or self._index.synced != synced:
+            judge = self._current_judge()
             classes = dict(self._classes)
-            backed = {c.extended_resource: c for c in classes.values() if c.gpu and c.extended_resource}
+            backed = {
+                c.extended_resource: c.name
+                for c in classes.values()
+                if c.extended_resource and judge.judge(c.name) is not None
+            }
             self._index = DraIndex(
                 dict(self._devices[CLAIMS]),
                 dict(self._devices[TEMPLATES]),
@@ -175,12 +258,38 @@ class DraStore:
                 self.gpu_classes,
                 synced,
                 backed,
+                judge=judge,
             )
+            _warm(self._index)
         return self._index
+
+    def _current_judge(self) -> DeviceJudge:
+        if self._judge is None:
+            selectors = {name: info.selectors for name, info in self._classes.items()}
+            published = [d for devices in self._slices.values() for d in devices]
+            self._judge = DeviceJudge(selectors, published, self.gpu_classes)
+        return self._judge
+
+    def _read_slice(self, obj: KubeObject) -> tuple[Device, ...]:
+        try:
+            return slice_devices(obj)
+        except SliceError:
+            self.unreadable_slices += 1
+            return ()
+
+
+def _warm(index: DraIndex) -> None:
+    """Judge every claim and template the snapshot holds now, off the request path (the watch
+    thread builds snapshots), so that admission finds them remembered."""
+    for devices in (*index.claims.values(), *index.templates.values()):
+        try:
+            index.asks(devices)
+        except ClaimError:
+            continue
 
 
 def _devices(kind: str, obj: KubeObject) -> Any:
-    spec = _spec(obj)
+    spec = _spec(as_v1(obj))
     return (_mapping(spec.get("spec")) if kind == TEMPLATES else spec).get("devices")
 
 
@@ -194,7 +303,7 @@ def object_key(obj: KubeObject) -> Key:
     return str(meta.get("namespace") or "default"), str(meta.get("name") or "")
 
 
-def _spec(obj: KubeObject) -> Mapping[str, Any]:
+def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return _mapping(obj.get("spec"))
 
 

@@ -289,6 +289,9 @@ def _claim_json(claim: ClaimShape) -> dict[str, Any]:
                 "profile": a.profile.name if a.profile else None,
                 "memoryMiB": a.memory_mib,
                 "adminAccess": a.admin_access,
+                "share": str(a.share),
+                "chargeOnly": a.charge_only,
+                "classCount": a.class_count,
             }
             for a in claim.asks
         ],
@@ -301,13 +304,27 @@ def _claim(raw: Any) -> ClaimShape:
             str(a["request"]),
             str(a["class"]),
             int(a["count"]),
-            profile=gpu.parse_mig_resource(gpu.MIG_PREFIX + str(a["profile"])) if a.get("profile") else None,
+            profile=_profile(a.get("profile")),
             memory_mib=int(a.get("memoryMiB") or 0),
             admin_access=bool(a.get("adminAccess")),
+            share=Fraction(str(a.get("share") or 1)),
+            charge_only=bool(a.get("chargeOnly")),
+            class_count=int(a.get("classCount") or 0),
         )
         for a in raw["asks"]
     )
     return ClaimShape(str(raw["key"]), str(raw["source"]), asks)
+
+
+def _profile(name: object) -> gpu.MigProfile | None:
+    """A MIG profile by its name ("1g.10gb", "1g.10gb+me"), as its resource name spells it."""
+    return gpu.parse_mig_resource(gpu.MIG_PREFIX + str(name).replace("+", ".")) if name else None
+
+
+def _backed_row(row: Any) -> tuple[str, int, int, str]:
+    """(name, slices, MiB, class); entries written before the class was kept charge no class."""
+    name, slices, mib, *rest = row
+    return str(name), int(slices), int(mib), str(rest[0]) if rest else ""
 
 
 def _shape(raw: Any) -> PodShape:
@@ -326,7 +343,7 @@ def _shape(raw: Any) -> PodShape:
             int(kai["devices"]),
         ),
         claims=tuple(_claim(c) for c in raw.get("claims") or ()),
-        backed=tuple((str(n), int(slices), int(mib)) for n, slices, mib in raw.get("backed") or ()),
+        backed=tuple(_backed_row(row) for row in raw.get("backed") or ()),
     )
 
 

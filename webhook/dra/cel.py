@@ -64,6 +64,7 @@ import re2  # type: ignore[import-untyped]
 from celpy import celtypes
 from celpy.celparser import CELParseError, CELParser
 from celpy.evaluation import Activation, CELEvalError, Evaluator, Result, base_functions
+from lark.exceptions import UnexpectedToken
 
 from webhook import quantity
 from webhook.dra.published import Attribute, Device, Version
@@ -223,12 +224,14 @@ def _parsed(expression: str) -> lark.Tree[Any]:
 
 
 def _syntax_error(expression: str, error: CELParseError) -> str:
+    cause = error.__context__
+    if isinstance(cause, UnexpectedToken) and cause.token.type == "$END":
+        return "syntax error: the expression ends too early"
     if error.line is None or error.column is None:
         return "syntax error"
     lines = expression.splitlines() or [""]
     rest = lines[min(error.line, len(lines)) - 1][error.column - 1 :]
-    near = f" near {rest[:20]!r}" if rest.strip() else " at the end"
-    return f"syntax error at line {error.line}, column {error.column}{near}"
+    return f"syntax error at line {error.line}, column {error.column} near {rest[:20]!r}"
 
 
 _PASS_THROUGH: Final = frozenset(
@@ -1052,7 +1055,7 @@ class _Interpreter:
         if name in self._variables:
             return cast(Result, self._variables[name])
         if name in _TYPE_NAMES:
-            return cast(Result, _TABLE[name])
+            return cast(Result, base_functions[name])  # cel-python's types, which type() returns
         return _error(f"undeclared reference to '{name}'")
 
     def literal(self, tree: lark.Tree[Any]) -> Result:

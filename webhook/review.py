@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from webhook.accounting import names
-from webhook.accounting.count import CLAIM_KINDS, GpuCount, count_gpus
+from webhook.accounting.count import CLAIM_KINDS, ESTIMATED, GpuCount, count_gpus
 from webhook.accounting.target import PodTarget, pod_target
 from webhook.capacity import CapacityView
 from webhook.config import EXEMPT_NAMESPACES, Enforcement, FailureMode
@@ -216,7 +216,10 @@ def validate(
         decision = replace(
             decision, audit_annotations={**decision.audit_annotations, **constraints.audit_annotations}
         )
-    return replace(decision, gpus=count.equivalents) if count is not None and decision.allowed else decision
+    if count is None or not decision.allowed:
+        return decision
+    warnings = clamp_warnings([*decision.warnings, ESTIMATED]) if count.estimated else decision.warnings
+    return replace(decision, gpus=count.equivalents, warnings=warnings)
 
 
 def _asks_device_class(target: PodTarget) -> bool:

@@ -46,6 +46,8 @@ class GpuCount:
     names: tuple[str, ...] = ()
     # What the count was read from, for the quota to reuse rather than read the pod again.
     shape: PodShape | None = field(default=None, compare=False, repr=False)
+    # DRA claims judged without published devices: by the largest device their class could select.
+    estimated: bool = False
 
     def as_input(self) -> dict[str, Any]:
         """`input.gpu` for Rego: {"devices": N, "resources": {...}, "names": [...]} or {"error": "..."}."""
@@ -55,6 +57,9 @@ class GpuCount:
 
 
 NO_GPUS = GpuCount()
+ESTIMATED = (
+    "DRA claims counted as the largest device their class could select: no ResourceSlices are published"
+)
 CLAIM_KINDS = frozenset({"ResourceClaim", "ResourceClaimTemplate"})
 
 
@@ -76,6 +81,7 @@ def count_shape(shape: PodShape) -> GpuCount:
         equivalents=usage.gpus,
         names=shape.accelerators(),
         shape=shape,
+        estimated=any(a.estimated for claim in shape.claims for a in claim.asks),
     )
 
 
@@ -119,6 +125,7 @@ def count_claim(obj: KubeObject, dra: DraIndex) -> GpuCount:
     return GpuCount(
         devices=_whole(usage.devices),
         resources={name: _whole(amount) for name, amount in sorted(usage.resources.items())},
+        estimated=any(a.estimated for a in asks),
     )
 
 

@@ -246,3 +246,29 @@ def test_v1beta1_claims_count_as_their_v1_twins() -> None:
         "spec": {"devices": {"requests": [{"name": "gpu", "deviceClassName": "gpu.nvidia.com", "count": 3}]}},
     }
     assert count_object(beta, index()).devices == 3
+
+
+def test_consumable_capacity_is_a_share_only_where_the_device_allows_several_claims() -> None:
+    """k8s.io/api resource/v1 types.go Device.AllowMultipleAllocations: only then may one device
+    serve several claims, each taking the capacity it requests (NVIDIA's driver sets it on none)."""
+    shareable = a100_node()
+    for device in shareable["spec"]["devices"]:
+        device["allowMultipleAllocations"] = True
+    dra = build_index(
+        {
+            "resourceclaims": [claim("c", request(capacity={"requests": {"memory": "10Gi"}}))],
+            "deviceclasses": driver_classes(),
+            "resourceslices": [shareable],
+        },
+        synced=True,
+    )
+    usage = usage_of(pod(claim_name="c"), dra)
+    assert usage.gpus == Fraction(10 * 1024, A100_MIB)
+    assert usage.gpu_memory_mib == 10 * 1024
+    # The unshareable card of the same node holds the whole card whatever is requested.
+    assert (
+        usage_of(
+            pod(claim_name="c"), index(claim("c", request(capacity={"requests": {"memory": "10Gi"}})))
+        ).gpus
+        == 1
+    )

@@ -378,7 +378,12 @@ SEMANTICS = [
     # types met at runtime: heterogeneous equality is false, other operators fail
     (f"{NV}.brand == 1", GPU, NOT_MATCHED),
     (f"{NV}.brand != 1", GPU, MATCHED),
-    (f"{NV}.driverVersion == '550.54.15'", GPU, NOT_MATCHED),
+    # ... but a quantity or a semver on the left refuses another type (apiserver pkg/cel/semver.go `Equal`)
+    (f"{NV}.driverVersion == '550.54.15'", GPU, FAILED),
+    (f"{NV}.driverVersion != '550.54.15'", GPU, FAILED),
+    (f"'550.54.15' == {NV}.driverVersion", GPU, NOT_MATCHED),
+    (f"{NV}.driverVersion == null", GPU, NOT_MATCHED),
+    (f"{CAP}.memory == {NV}.productName", GPU, FAILED),
     (f"{NV}.brand > 1", GPU, FAILED),
     (
         f"{NV}.numa == 0.0 && {NV}.numa < 0.5",

@@ -966,8 +966,8 @@ class _Budget:
     def __init__(self) -> None:
         self.left = MAX_STEPS
 
-    def spend(self, steps: int = 1) -> None:
-        self.left -= steps
+    def spend(self) -> None:
+        self.left -= 1
         if self.left < 0:
             raise _BeyondLimits(f"more than {MAX_STEPS} evaluation steps")
 
@@ -1329,12 +1329,22 @@ def _overload(*arguments: Any) -> TypeError:
 
 @_failing
 def _equal(a: Any, b: Any) -> Result:
+    _check_equality(a, b)
     return celtypes.BoolType(_same(a, b))
 
 
 @_failing
 def _not_equal(a: Any, b: Any) -> Result:
+    _check_equality(a, b)
     return celtypes.BoolType(not _same(a, b))
+
+
+def _check_equality(a: Any, b: Any) -> None:
+    """cel-go asks the left side: its own types call a different type unequal, but Kubernetes'
+    quantities and semvers (apiserver pkg/cel/quantity.go, semver.go `Equal`) answer no such
+    overload. Null is compared before either is asked."""
+    if isinstance(a, (_Quantity, _Semver)) and b is not None and type(a) is not type(b):
+        raise _overload(a, b)
 
 
 def _ordering(compare: Callable[[Any, Any], bool]) -> Callable[..., Result]:

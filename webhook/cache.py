@@ -33,7 +33,7 @@ from webhook.accounting.demand import (
 )
 from webhook.accounting.usage import NOTHING, Usage
 from webhook.dra.devices import DEFAULT_GPU_CLASSES
-from webhook.dra.index import DRA_KINDS, RESOLVING_KINDS, DraIndex, DraStore
+from webhook.dra.index import DRA_KINDS, RESOLVING_KINDS, SLICES, DraIndex, DraStore
 from webhook.dra.resolve import ClaimShape
 from webhook.dra.served import NodeNames, extended_names
 from webhook.types import KubeObject
@@ -91,6 +91,8 @@ class ClusterCache:
         self._dra_store = DraStore(gpu_classes)
         self._dra = self._dra_store.index(synced=False)
         self._dra_lenient = self._dra
+        # Names of the ResourceSlices held: whether any device is published (see slices_known).
+        self._slice_names: set[str] = set()
         # Extended resource names per node; their union is swapped whole, so readers take no lock.
         self._nodes = NodeNames()
         self._allocatable: frozenset[str] | None = None
@@ -115,7 +117,11 @@ class ClusterCache:
             self._update_nodes(lambda nodes: nodes.replace(names))
             return
         if kind in DRA_KINDS:
+            if kind == SLICES:
+                objects = list(objects)
             with self._changed:
+                if kind == SLICES:
+                    self._slice_names = {name for obj in objects if (name := _name(obj))}
                 self._dra_store.replace(kind, objects)
                 self._confirm(kind)
                 self._reindex_dra()
@@ -156,6 +162,8 @@ class ClusterCache:
                     self._dra_store.remove(kind, obj)
                 else:
                     self._dra_store.put(kind, obj)
+                if kind == SLICES:
+                    self._count_slice(event_type, _name(obj))
                 self._confirm(kind)
                 self._reindex_dra()
             return
@@ -268,6 +276,20 @@ class ClusterCache:
             return self._dra_store.templates()
 
     @property
+    def slices_listed(self) -> bool:
+        """ResourceSlices have been listed (or an inventory said which exist): none found is a fact."""
+        with self._lock:
+            return SLICES in self._synced
+
+    @property
+    def slices_known(self) -> bool:
+        """ResourceSlices are listed and at least one is published. Until then a DRA claim cannot be
+        judged by the devices its selectors pick, and is counted by the largest device its class
+        could select."""
+        with self._lock:
+            return SLICES in self._synced and bool(self._slice_names)
+
+    @property
     def dra_synced(self) -> bool:
         with self._lock:
             return self._synced.issuperset(RESOLVING_KINDS)
@@ -378,6 +400,12 @@ class ClusterCache:
         if index is not self._dra:
             self._dra = index
             self._dra_lenient = replace(index, synced=False)
+
+    def _count_slice(self, event_type: str, name: str) -> None:
+        if event_type == DELETED:
+            self._slice_names.discard(name)
+        elif name:
+            self._slice_names.add(name)
 
     def _update_nodes(self, change: Callable[[NodeNames], bool]) -> None:
         with self._changed:

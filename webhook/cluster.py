@@ -1,6 +1,10 @@
 """The only importer of `kubernetes`: connect, list and watch for the caches and the scan,
 ConfigMaps for the ledger, Leases, and the ResourceClaimTemplates that mode dra needs.
 
+DRA objects are read through the newest resource.k8s.io version the API serves (v1, else
+v1beta2, else v1beta1), asked of discovery once per connection, and reach the caller as v1
+whatever version they were read in: the cache, the index and the keeper know only v1.
+
 Responses are read raw (`_preload_content=False`) and parsed with orjson: the
 client's model objects would cost far more memory and CPU than the few fields the
 cache keeps. Errors become our own: 410 ResourceExpired, 409 Conflict, anything else
@@ -15,7 +19,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +32,8 @@ from kubernetes.watch.watch import iter_resp_lines
 
 from webhook import lease
 from webhook.cache import NAMESPACES, NODES, PODS
-from webhook.dra.index import CLAIMS, CLASSES, SLICES, TEMPLATES
+from webhook.dra import versions
+from webhook.dra.index import CLAIMS, CLASSES, DRA_KINDS, GROUP, KIND_OF, SLICES, TEMPLATES
 from webhook.errors import ClusterError, ConfigError, Conflict, ResourceExpired
 from webhook.informer import Page
 from webhook.quota.ledger import StoredLedger
@@ -39,12 +44,32 @@ REQUEST_SECONDS = 30.0
 WATCH_SLACK_SECONDS = 30.0
 PAGE_SIZE = 500
 LEDGER_LABELS = {"app.kubernetes.io/managed-by": "gpu-webhook", "gpuwebhook.io/ledger": "quota"}
+# resource.k8s.io versions we can read, newest first: the first one the API serves is used.
+DRA_VERSIONS = ("v1", "v1beta2", "v1beta1")
+_DRA_APIS: dict[str, Callable[[Any], Any]] = {
+    "v1": client.ResourceV1Api,
+    "v1beta2": client.ResourceV1beta2Api,
+    "v1beta1": client.ResourceV1beta1Api,
+}
+_DRA_KIND = {resource: kind for kind, resource in KIND_OF.items()}
+_CHANGES = frozenset({"ADDED", "MODIFIED", "DELETED"})
+
+log = logging.getLogger(__name__)
+
+
+class Discovery:
+    """What one connection learnt of the API once: the resource.k8s.io version it uses."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.dra_version: str | None = None
 
 
 @dataclass(frozen=True)
 class Connection:
     api_client: Any
     description: str
+    discovery: Discovery = field(default_factory=Discovery, compare=False, repr=False)
 
 
 def connect(kubeconfig: Path | None = None) -> Connection | None:
@@ -75,7 +100,7 @@ def server_version(connection: Connection) -> str | None:
     try:
         info = client.VersionApi(connection.api_client).get_code()
     except (ApiException, OSError, ValueError) as e:
-        logging.getLogger(__name__).warning("cannot read the Kubernetes version: %s", _line(e))
+        log.warning("cannot read the Kubernetes version: %s", _line(e))
         return None
     return str(info.git_version) if getattr(info, "git_version", None) else None
 
@@ -90,16 +115,55 @@ def _kubeconfig_path(explicit: Path | None) -> Path | None:
     return next((p for p in candidates if p.is_file()), None)
 
 
-def _listers(api_client: Any) -> dict[str, Callable[..., Any]]:
-    """Cluster-wide list (and watch) of each resource we read, by its plural name."""
-    core, apps = client.CoreV1Api(api_client), client.AppsV1Api(api_client)
-    batch = client.BatchV1Api(api_client)
-    dra = client.ResourceV1Api(api_client)
+def dra_version(connection: Connection) -> str:
+    """The resource.k8s.io version this connection reads and writes DRA objects in: the newest of
+    DRA_VERSIONS that discovery lists, asked once (v1 when the group is not served at all: its
+    lists then fail, as before 1.32). Raises ClusterError if discovery cannot be read: the next
+    call asks again."""
+    found = connection.discovery
+    with found.lock:
+        if found.dra_version is None:
+            found.dra_version = _discover_dra(connection)
+        return found.dra_version
+
+
+def _discover_dra(connection: Connection) -> str:
+    api = client.ResourceApi(connection.api_client)
+    try:
+        document = _document(f"discover {GROUP}", api.get_api_group)
+    except _NotFound:
+        log.info(
+            f"{GROUP} is not served: DRA objects cannot be listed", extra={"via": connection.description}
+        )
+        return DRA_VERSIONS[0]
+    listed = document.get("versions")
+    served = (
+        {str(v.get("version")) for v in listed if isinstance(v, dict)} if isinstance(listed, list) else set()
+    )
+    version = next((v for v in DRA_VERSIONS if v in served), DRA_VERSIONS[0])
+    log.info(
+        f"DRA objects are read and written through {GROUP}/{version}",
+        extra={"served": sorted(served)[:10], "via": connection.description},
+    )
+    return version
+
+
+def _dra_listers(api_client: Any, version: str) -> dict[str, Callable[..., Any]]:
+    """Cluster-wide list (and watch) of each DRA resource, through one served version."""
+    dra = _DRA_APIS[version](api_client)
     return {
         CLAIMS: dra.list_resource_claim_for_all_namespaces,
         TEMPLATES: dra.list_resource_claim_template_for_all_namespaces,
         CLASSES: dra.list_device_class,
         SLICES: dra.list_resource_slice,
+    }
+
+
+def _listers(api_client: Any) -> dict[str, Callable[..., Any]]:
+    """Cluster-wide list (and watch) of each other resource we read, by its plural name."""
+    core, apps = client.CoreV1Api(api_client), client.AppsV1Api(api_client)
+    batch = client.BatchV1Api(api_client)
+    return {
         PODS: core.list_pod_for_all_namespaces,
         NAMESPACES: core.list_namespace,
         NODES: core.list_node,
@@ -114,11 +178,17 @@ def _listers(api_client: Any) -> dict[str, Callable[..., Any]]:
 
 
 class KubeSource:
-    """One resource (pods, namespaces, a workload kind), cluster-wide, as an informer Source."""
+    """One resource (pods, namespaces, a workload kind, a DRA kind), cluster-wide, as an informer
+    Source. DRA objects come out as v1, from list pages and watch events alike."""
 
     def __init__(self, connection: Connection, kind: str, page_size: int = PAGE_SIZE) -> None:
         self.kind = kind
-        self._list = _listers(connection.api_client)[kind]
+        self._connection = connection
+        # A DRA kind's lister waits for discovery, which the first list asks (in the informer's thread).
+        self._list: Callable[..., Any] | None = (
+            None if kind in DRA_KINDS else _listers(connection.api_client)[kind]
+        )
+        self._version = ""
         self._page_size = page_size
         self._lock = threading.Lock()
         self._response: Any = None
@@ -129,13 +199,28 @@ class KubeSource:
             document = _json(_call(f"list {self.kind}", functools.partial(self._page, token)))
             metadata = document.get("metadata") or {}
             items = document.get("items") or []
-            yield Page([i for i in items if isinstance(i, dict)], str(metadata.get("resourceVersion", "")))
+            objects = [self._as_v1(i) for i in items if isinstance(i, dict)]
+            yield Page(objects, str(metadata.get("resourceVersion", "")))
             token = metadata.get("continue") or None
             if not token:
                 return
 
+    def _lister(self) -> Callable[..., Any]:
+        if self._list is None:
+            self._version = dra_version(self._connection)
+            self._list = _dra_listers(self._connection.api_client, self._version)[self.kind]
+        return self._list
+
+    def _as_v1(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """A DRA object as v1 holds it; list items come without apiVersion and kind, so they are
+        given those of the version read first."""
+        if self.kind not in DRA_KINDS:
+            return obj
+        typed = {"apiVersion": f"{GROUP}/{self._version}", "kind": _DRA_KIND[self.kind], **obj}
+        return dict(versions.as_v1(typed))
+
     def _page(self, token: str | None) -> Any:
-        return self._list(
+        return self._lister()(
             limit=self._page_size,
             _continue=token,
             _preload_content=False,
@@ -146,7 +231,7 @@ class KubeSource:
         """Open the watch now, so a refusal raises here; the events follow lazily."""
         response = _call(
             f"watch {self.kind}",
-            lambda: self._list(
+            lambda: self._lister()(
                 watch=True,
                 resource_version=resource_version or None,
                 timeout_seconds=timeout_seconds,
@@ -164,7 +249,7 @@ class KubeSource:
         try:
             for line in iter_resp_lines(response):  # type: ignore[no-untyped-call]
                 if line:
-                    yield _event(line)
+                    yield self._converted(_event(line))
             complete = True
         except (urllib3.exceptions.HTTPError, OSError) as e:
             raise ClusterError(f"watch {self.kind} broke off: {_line(e)}") from e
@@ -173,6 +258,12 @@ class KubeSource:
                 self._response = None
             # A stream left half-read must not go back to the pool: the next request would read its rest.
             response.release_conn() if complete else response.close()
+
+    def _converted(self, event: dict[str, Any]) -> dict[str, Any]:
+        obj = event.get("object")
+        if event.get("type") in _CHANGES and isinstance(obj, dict):
+            return {**event, "object": self._as_v1(obj)}
+        return event
 
     def interrupt(self) -> None:
         with self._lock:
@@ -253,31 +344,43 @@ class LeaseStore:
 
 
 class TemplateStore:
-    """The ResourceClaimTemplates mode dra needs, in any namespace: the keeper's writes."""
+    """The ResourceClaimTemplates mode dra needs, in any namespace: the keeper's writes, through the
+    resource.k8s.io version the API serves (`api_version`); a body must already be in it."""
 
     def __init__(self, connection: Connection) -> None:
-        self._api = client.ResourceV1Api(connection.api_client)
+        self._connection = connection
+
+    def api_version(self) -> str:
+        """e.g. resource.k8s.io/v1beta1; asks discovery the first time (ClusterError if it cannot)."""
+        return f"{GROUP}/{dra_version(self._connection)}"
+
+    def _api(self) -> Any:
+        return _DRA_APIS[dra_version(self._connection)](self._connection.api_client)
 
     def create(self, body: Mapping[str, Any]) -> None:
-        self._write("create", self._api.create_namespaced_resource_claim_template, body, by_name=False)
+        self._write("create", "create_namespaced_resource_claim_template", body, by_name=False)
 
     def replace(self, body: Mapping[str, Any]) -> None:
-        self._write("update", self._api.replace_namespaced_resource_claim_template, body, by_name=True)
+        self._write("update", "replace_namespaced_resource_claim_template", body, by_name=True)
 
-    def _write(
-        self, verb: str, method: Callable[..., Any], body: Mapping[str, Any], *, by_name: bool
-    ) -> None:
+    def _write(self, verb: str, method: str, body: Mapping[str, Any], *, by_name: bool) -> None:
         meta = body.get("metadata") or {}
         name, namespace = str(meta.get("name") or ""), str(meta.get("namespace") or "")
+        what = f"{verb} resourceclaimtemplate {namespace}/{name}"
+        served = self.api_version()
+        if body.get("apiVersion") != served:  # the API would read it as the wrong version
+            raise ClusterError(
+                f"{what}: the body is {str(body.get('apiVersion'))[:60]}, the API serves {served}"
+            )
         where = (name, namespace) if by_name else (namespace,)
-        _document(f"{verb} resourceclaimtemplate {namespace}/{name}", method, *where, dict(body))
+        _document(what, getattr(self._api(), method), *where, dict(body))
 
     def delete(self, namespace: str, name: str, resource_version: str) -> None:
         """Only the version the decision was made on: a template changed since is left for the next pass."""
         options = client.V1DeleteOptions(
             preconditions=client.V1Preconditions(resource_version=resource_version or None)
         )
-        method = functools.partial(self._api.delete_namespaced_resource_claim_template, body=options)
+        method = functools.partial(self._api().delete_namespaced_resource_claim_template, body=options)
         with contextlib.suppress(_NotFound):  # gone already: what we wanted
             _document(f"delete resourceclaimtemplate {namespace}/{name}", method, name, namespace)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from webhook.accounting.demand import DEFAULT_SETTINGS, QuotaSettings
 from webhook.cache import KINDS, NODES, ClusterCache
 from webhook.config import DEFAULT_NAMESPACE, Settings
-from webhook.dra.index import DRA_KINDS
+from webhook.dra.index import DRA_KINDS, SLICES
 from webhook.errors import ClusterError, ConfigError
 from webhook.informer import Informer
 from webhook.inventory import cache_from, load_inventory
@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 NO_CLUSTER = "no cluster access: running on an empty state"
+CONSERVATIVE = "DRA claims are counted by the largest device their class could select"
 
 
 @dataclass
@@ -73,6 +74,8 @@ class ClusterState:
             text += "; DRA claims not listed yet (pods' claims are counted once they are)"
         if self.live and not self.cache.nodes_listed:
             text += f"; {self._nodes_unknown()}"
+        if self.live and not self.cache.slices_known:
+            text += f"; {self._slices_unknown()}"
         staleness = self.cache.staleness()
         if staleness is not None:
             text += f"; staleness {staleness:.1f}s"
@@ -82,9 +85,18 @@ class ClusterState:
 
     def _nodes_unknown(self) -> str:
         """Why no resource name is called unserved: nodes not listed yet, or refused (RBAC)."""
-        errors = [i.last_error for i in self.informers if i.kind == NODES and i.last_error]
-        why = f" ({errors[0]})" if errors else ""
-        return f"nodes not listed{why}: resource names are not checked against them"
+        return f"nodes not listed{self._why(NODES)}: resource names are not checked against them"
+
+    def _slices_unknown(self) -> str:
+        """Why claims are counted conservatively: slices not listed yet, refused (RBAC), or none
+        published. Informational: claims resolve without slices."""
+        if self.cache.slices_listed:
+            return f"no ResourceSlices published: {CONSERVATIVE}"
+        return f"ResourceSlices not listed{self._why(SLICES)}: {CONSERVATIVE}"
+
+    def _why(self, kind: str) -> str:
+        errors = [i.last_error for i in self.informers if i.kind == kind and i.last_error]
+        return f" ({errors[0]})" if errors else ""
 
 
 def build_cluster_state(settings: Settings, quota_settings: QuotaSettings = DEFAULT_SETTINGS) -> ClusterState:
@@ -138,9 +150,10 @@ def _from_cluster(settings: Settings, quota_settings: QuotaSettings) -> ClusterS
         reservation_ttl=settings.reservation_ttl_seconds, gpu_classes=settings.dra_gpu_classes
     )
     # DRA kinds and nodes are watched too, but readiness waits only for pods and namespaces: a
-    # cluster without resource.k8s.io/v1 (before 1.34) must still serve; its pods hold no claims.
-    # Nodes only tell which resource names are served: an install whose ClusterRole predates
-    # them (list nodes forbidden) serves as before, without that check.
+    # cluster without resource.k8s.io (before 1.32) must still serve; its pods hold no claims.
+    # DRA objects are read through the newest version served (v1, v1beta2 or v1beta1).
+    # Nodes only tell which resource names are served, slices only refine what a claim counts
+    # as: an install whose ClusterRole predates them (list forbidden) serves as before.
     kinds = (*KINDS, *DRA_KINDS, NODES)
     informers = [Informer(cluster.KubeSource(connection, kind), cache) for kind in kinds]
     gate: QuotaGate
@@ -183,6 +196,7 @@ def snapshot(settings: Settings) -> ClusterState:
         try:
             cache.replace(kind, [item for page in source.list_pages() for item in page.items])
         except ClusterError:
+            # A cluster without DRA: its pods hold no claims; slices refused: claims still resolve.
             if kind not in DRA_KINDS:
-                raise  # a cluster without DRA (before 1.34): its pods hold no claims
+                raise
     return ClusterState(cache, LocalGate(cache), f"cluster ({connection.description})")

@@ -3,7 +3,9 @@
 Accepts what people have at hand: multi-document YAML, a `kind: List` (what
 `kubectl get -o yaml` prints), a typed list such as PodList from the API, or the
 same as JSON. The objects feed the same cache the watches feed, and Gatekeeper's
-`data.inventory` layout for Rego referential rules.
+`data.inventory` layout for Rego referential rules. DRA objects (claims, templates, classes,
+slices) may be in resource.k8s.io/v1, v1beta2 or v1beta1: the cache is fed them as v1, while
+Gatekeeper sees them as written.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import yaml
 
 from webhook import yaml_errors
 from webhook.cache import NAMESPACES, NODES, PODS, ClusterCache
+from webhook.dra import versions
 from webhook.dra.index import GROUP, KIND_OF
 from webhook.errors import ConfigError
 from webhook.types import KubeObject
@@ -66,12 +69,22 @@ class Inventory:
         # Without a file nothing is known of claims: they are not counted, rather than all refused.
         known = self is not EMPTY
         if known:
-            for kind, dra_kind in KIND_OF.items():
-                cache.replace(dra_kind, [o for o in self.of_kind(kind) if _is_dra(o)])
+            for dra_kind, objects in self.dra_lists().items():
+                cache.replace(dra_kind, objects)
         cache.replace(PODS, self.of_kind("Pod"))
         cache.replace(NAMESPACES, self.of_kind("Namespace"))
         cache.replace(NODES, self.of_kind("Node"))
         cache.mark_static(dra=known)
+
+    def dra_lists(self) -> dict[str, list[KubeObject]]:
+        """The DRA objects by resource (`resourceclaims`, ...), each as resource.k8s.io/v1 holds it
+        whatever version the file wrote it in."""
+        lists: dict[str, list[KubeObject]] = {resource: [] for resource in KIND_OF.values()}
+        for obj in self.objects:
+            resource = KIND_OF.get(obj["kind"])
+            if resource is not None and _is_dra(obj):
+                lists[resource].append(dict(versions.as_v1(obj)))
+        return lists
 
     def gatekeeper(self) -> dict[str, Any]:
         """Gatekeeper's data.inventory layout; see gatekeeper_inventory()."""

@@ -13,6 +13,7 @@ from tests.manifests.objects import one
 from tests.support.policies import TEAM_SHARING
 from webhook.bundle import ship
 from webhook.cli import build_parser
+from webhook.dra.index import DRA_KINDS, GROUP
 from webhook.manifests import Manifest
 from webhook.scan.kinds import SCAN_KINDS
 
@@ -225,7 +226,8 @@ def test_cluster_role_reads_what_the_caches_and_the_scan_read_and_writes_only_te
     rendered: list[Manifest],
 ) -> None:
     dra = {
-        ("resource.k8s.io", r): READ for r in ("resourceclaims", "resourceclaimtemplates", "deviceclasses")
+        ("resource.k8s.io", r): READ
+        for r in ("resourceclaims", "resourceclaimtemplates", "deviceclasses", "resourceslices")
     }
     dra[("resource.k8s.io", "resourceclaimtemplates")] = READ | {"create", "update", "delete"}
     caches = {("", "pods"): READ, ("", "namespaces"): READ, ("", "nodes"): READ}  # nodes: resource names
@@ -237,6 +239,13 @@ def test_the_cluster_role_covers_every_kind_the_scan_lists(rendered: list[Manife
     granted = _grants(one(rendered, "ClusterRole"))
     for kind in SCAN_KINDS:
         assert granted[(kind.group, kind.resource)] >= READ, kind
+
+
+def test_the_cluster_role_reads_every_dra_kind_the_caches_watch(rendered: list[Manifest]) -> None:
+    """Slices too: without them claims still resolve, but count conservatively."""
+    granted = _grants(one(rendered, "ClusterRole"))
+    for resource in DRA_KINDS:
+        assert granted[(GROUP, resource)] >= READ, resource
 
 
 def test_namespaced_role_covers_the_ledger_and_the_leases(rendered: list[Manifest]) -> None:

@@ -4,12 +4,16 @@ Covers what gpu-webhook uses: Pods, Namespaces, Nodes and the workload kinds the
 (ReplicationControllers, apps/v1 Deployments, StatefulSets, DaemonSets, ReplicaSets,
 batch/v1 Jobs and CronJobs): list with resourceVersion and limit/continue paging, and
 watch streaming JSON lines with ADDED, MODIFIED, DELETED, BOOKMARK and an ERROR
-carrying a 410 Status. ConfigMaps, coordination.k8s.io/v1 Leases and resource.k8s.io/v1
-ResourceClaimTemplates: get, create (409 AlreadyExists; 404 in a namespace that does not
-exist, for templates), and update with 409 Conflict on a stale resourceVersion; a Lease
-whose spec does not follow the API's types (MicroTime, int32), and a template update that
-changes the spec, are refused with 422 as the API server would. Templates can be deleted,
-with a resourceVersion precondition (409 when it is stale). One resourceVersion counter
+carrying a 410 Status. resource.k8s.io (ResourceClaims, ResourceClaimTemplates, DeviceClasses,
+ResourceSlices) is served in one version, v1 unless the fake is started with v1beta2 or v1beta1
+(or None: not at all), as a cluster that has only that one: the other versions' paths are 404
+and discovery (`/apis/resource.k8s.io`) lists only it; objects are stored and served in it.
+ConfigMaps, coordination.k8s.io/v1 Leases and ResourceClaimTemplates: get, create (409
+AlreadyExists; 404 in a namespace that does not exist, for templates), and update with 409
+Conflict on a stale resourceVersion; a Lease whose spec does not follow the API's types
+(MicroTime, int32), and a template update that changes the spec or whose requests do not follow
+the served version's layout, are refused with 422 as the API server would. Templates can be
+deleted, with a resourceVersion precondition (409 when it is stale). One resourceVersion counter
 spans every resource, as etcd's revision does.
 
 Test controls: create/update/delete objects, pause watch delivery, expire watches
@@ -40,7 +44,8 @@ from tests.support.patience import PATIENCE
 from tests.support.quiethttp import QuietHandler, QuietHTTPServer
 
 TOKEN = "fake-token"
-# resource -> (group/version, kind); every one but namespaces is namespaced.
+DRA_GROUP = "resource.k8s.io"
+# resource -> (group/version, kind), resource.k8s.io at v1; see FakeKube(dra_version=...).
 RESOURCES = {
     "pods": ("v1", "Pod"),
     "namespaces": ("v1", "Namespace"),
@@ -57,9 +62,11 @@ RESOURCES = {
     "resourceclaims": ("resource.k8s.io/v1", "ResourceClaim"),
     "resourceclaimtemplates": ("resource.k8s.io/v1", "ResourceClaimTemplate"),
     "deviceclasses": ("resource.k8s.io/v1", "DeviceClass"),
+    "resourceslices": ("resource.k8s.io/v1", "ResourceSlice"),
 }
 KINDS = {resource: kind for resource, (_, kind) in RESOURCES.items()}
-NAMESPACED = set(RESOURCES) - {"namespaces", "nodes", "deviceclasses"}
+NAMESPACED = set(RESOURCES) - {"namespaces", "nodes", "deviceclasses", "resourceslices"}
+DRA_VERSIONS = ("v1", "v1beta2", "v1beta1")
 WRITABLE = {"configmaps", "leases", "resourceclaimtemplates"}
 DELETABLE = {"resourceclaimtemplates"}
 IMMUTABLE_SPEC = {"resourceclaimtemplates"}  # resource.k8s.io/v1: a template's spec cannot change
@@ -95,8 +102,23 @@ class _Cursor:
         return max(0.0, self.deadline - time.monotonic())
 
 
+def served_resources(dra_version: str | None) -> dict[str, tuple[str, str]]:
+    """RESOURCES with resource.k8s.io at `dra_version`, or without it (None)."""
+    if dra_version is not None and dra_version not in DRA_VERSIONS:
+        raise ValueError(f"resource.k8s.io/{dra_version} is not a version the fake serves")
+    served: dict[str, tuple[str, str]] = {}
+    for resource, (group_version, kind) in RESOURCES.items():
+        if not group_version.startswith(DRA_GROUP + "/"):
+            served[resource] = (group_version, kind)
+        elif dra_version is not None:
+            served[resource] = (f"{DRA_GROUP}/{dra_version}", kind)
+    return served
+
+
 class FakeKube:
-    def __init__(self) -> None:
+    def __init__(self, dra_version: str | None = "v1") -> None:
+        self.dra_version = dra_version
+        self.resources = served_resources(dra_version)
         self._cond = threading.Condition()
         self._rv = 0
         self._objects: dict[Key, dict[str, Any]] = {}
@@ -183,7 +205,7 @@ class FakeKube:
 
     def _commit(self, resource: str, kind: str, key: Key, obj: dict[str, Any]) -> dict[str, Any]:
         self._rv += 1
-        obj = {"apiVersion": RESOURCES[resource][0], "kind": KINDS[resource], **obj}
+        obj = {"apiVersion": self.resources[resource][0], "kind": KINDS[resource], **obj}
         obj["metadata"] = {**obj["metadata"], "resourceVersion": str(self._rv)}
         if kind == "DELETED":
             self._objects.pop(key)
@@ -305,7 +327,7 @@ class FakeKube:
                 self._snapshots[next_token] = (rv, rest)
             metadata["continue"] = next_token
         items_out = [{k: v for k, v in item.items() if k not in ("kind", "apiVersion")} for item in page]
-        group_version, kind = RESOURCES[resource]
+        group_version, kind = self.resources[resource]
         return 200, {
             "kind": kind + "List",
             "apiVersion": group_version,
@@ -366,7 +388,7 @@ class FakeKube:
                 marks = []
                 if cursor.bookmarks and cursor.seen_bookmarks != self._bookmarks:
                     cursor.seen_bookmarks = self._bookmarks
-                    marks = [_bookmark(resource, self._rv)]
+                    marks = [_bookmark(self.resources[resource], self._rv)]
             if cut:
                 yield None
                 return
@@ -399,7 +421,7 @@ class FakeKube:
         self, method: str, resource: str, namespace: str, name: str, body: dict[str, Any]
     ) -> tuple[int, dict[str, Any]]:
         body.setdefault("metadata", {})["namespace"] = namespace
-        invalid = _invalid(resource, body)
+        invalid = _invalid(self.resources, resource, body)
         if invalid:
             return 422, _status(422, "Invalid", f'{KINDS[resource]} "{name}" is invalid: {invalid}')
         with self._cond:
@@ -468,22 +490,37 @@ def _status(code: int, reason: str, message: str) -> dict[str, Any]:
     }
 
 
-def _served(route: re.Match[str]) -> bool:
+def _served(resources: dict[str, tuple[str, str]], route: re.Match[str]) -> bool:
     """The path names a resource at its own group/version, namespaced only when it is namespaced."""
     resource = route["resource"]
-    if resource not in RESOURCES:
+    if resource not in resources:
         return False
     group_version = route["core"] or f"{route['group']}/{route['version']}"
     if route["ns"] and resource not in NAMESPACED:
         return False
-    return RESOURCES[resource][0] == group_version
+    return resources[resource][0] == group_version
 
 
-def _invalid(resource: str, body: dict[str, Any]) -> str | None:
-    """What the API server's validation would refuse in a written object (Leases: the spec's types)."""
-    group_version, kind = RESOURCES[resource]
+def _api_group(dra_version: str) -> dict[str, Any]:
+    """GET /apis/resource.k8s.io: an APIGroup (apimachinery pkg/apis/meta/v1 types.go) of one version."""
+    version = {"groupVersion": f"{DRA_GROUP}/{dra_version}", "version": dra_version}
+    return {
+        "kind": "APIGroup",
+        "apiVersion": "v1",
+        "name": DRA_GROUP,
+        "versions": [version],
+        "preferredVersion": version,
+    }
+
+
+def _invalid(resources: dict[str, tuple[str, str]], resource: str, body: dict[str, Any]) -> str | None:
+    """What the API server's validation would refuse in a written object (Leases: the spec's types;
+    templates: their requests' layout)."""
+    group_version, kind = resources[resource]
     if body.get("apiVersion", group_version) != group_version or body.get("kind", kind) != kind:
         return f"expected apiVersion {group_version} and kind {kind}"
+    if resource == "resourceclaimtemplates":
+        return _invalid_requests(group_version, body)
     if resource != "leases":
         return None
     spec = body.get("spec")
@@ -502,12 +539,39 @@ def _invalid(resource: str, body: dict[str, Any]) -> str | None:
     return None
 
 
+def _invalid_requests(group_version: str, body: dict[str, Any]) -> str | None:
+    """k8s.io/api resource/v1beta1 types.go DeviceRequest holds deviceClassName (or firstAvailable)
+    itself; v1beta2 and v1 hold it in `exactly`. A field of the other layout is unknown to the
+    decoder, which drops it, and the request then lacks what it needs."""
+    devices = _field(_field(_field(body, "spec"), "spec"), "devices")
+    flat = group_version == f"{DRA_GROUP}/v1beta1"
+    for index, request in enumerate(devices.get("requests") or []):
+        where = f"spec.spec.devices.requests[{index}]"
+        if not isinstance(request, dict):
+            return f"{where}: Invalid value"
+        if flat and "exactly" in request:
+            return f'{where}: unknown field "exactly"'
+        if not flat and "deviceClassName" in request:
+            return f'{where}: unknown field "deviceClassName"'
+        held = (
+            request.get("deviceClassName") if flat else (request.get("exactly") or {}).get("deviceClassName")
+        )
+        if not held and not request.get("firstAvailable"):
+            return f"{where}: Required value: exactly one of exactly or firstAvailable is required"
+    return None
+
+
+def _field(obj: dict[str, Any], name: str) -> dict[str, Any]:
+    value = obj.get(name)
+    return value if isinstance(value, dict) else {}
+
+
 def _in(obj: dict[str, Any], namespace: str) -> bool:
     return not namespace or obj["metadata"].get("namespace") == namespace
 
 
-def _bookmark(resource: str, rv: int) -> dict[str, Any]:
-    group_version, kind = RESOURCES[resource]
+def _bookmark(served: tuple[str, str], rv: int) -> dict[str, Any]:
+    group_version, kind = served
     mark = {"kind": kind, "apiVersion": group_version, "metadata": {"resourceVersion": str(rv)}}
     return {"type": "BOOKMARK", "object": mark}
 
@@ -555,8 +619,10 @@ def _handler(api: FakeKube) -> type[QuietHandler]:
             item = _NAMESPACE_ITEM.match(parts.path)
             if item is not None:
                 return self._json(*api.read("namespaces", "", item["name"]))
+            if parts.path.rstrip("/") == f"/apis/{DRA_GROUP}" and method == "GET" and api.dra_version:
+                return self._json(200, _api_group(api.dra_version))
             route = _ROUTE.match(parts.path)
-            if route is None or not _served(route):
+            if route is None or not _served(api.resources, route):
                 return self._json(404, _status(404, "NotFound", "the server could not find the resource"))
             resource, namespace, name = route["resource"], route["ns"] or "", route["name"]
             if resource in api.forbidden:

@@ -11,6 +11,7 @@ from webhook.config import Settings
 from webhook.dra import sync
 from webhook.errors import ConfigError
 from webhook.keeper.loop import LEASE_NAME, KeeperLoop, TemplateKeeper, World
+from webhook.keeper.versions import VersionedWriter
 from webhook.leader import LeaseElector
 from webhook.match import glob_matches
 from webhook.metrics import Metrics
@@ -37,7 +38,7 @@ def build_template_keeper(
     )
     keeper = TemplateKeeper(
         lambda: world_of(cluster, policies(), exempt),
-        kube.TemplateStore(connection),
+        VersionedWriter(kube.TemplateStore(connection)),
         on_write=lambda action, result: writes.labels(action, result).inc(),
     )
     leases = kube.LeaseStore(connection, own_namespace(settings))

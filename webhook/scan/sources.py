@@ -7,11 +7,12 @@ live scan holds one page of objects however large the cluster is.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.dra.index import DRA_KINDS, KIND_OF, DraIndex, build_index
+from webhook.dra.index import RESOLVING_KINDS, SLICES, DraIndex, build_index
 from webhook.errors import ClusterError
 from webhook.informer import Page
 from webhook.inventory import Inventory, gatekeeper_inventory
@@ -29,7 +30,7 @@ class Snapshot:
     objects: Callable[[], Iterator[tuple[KubeObject, ScanKind]]]
     # data.inventory for Gatekeeper templates, as the server builds it from the same origin.
     gatekeeper_inventory: Mapping[str, Any]
-    # DRA claims, templates and device classes, so that pods holding claims count their GPUs.
+    # DRA claims, templates, device classes and slices, so that pods holding claims count their GPUs.
     dra: DraIndex | None = None
 
     def namespace_labels(self) -> dict[str, dict[str, str]]:
@@ -53,8 +54,7 @@ def from_inventory(inventory: Inventory, gpu_classes: Sequence[str] = ()) -> Sna
             if kind is not None and kind is not NAMESPACE:
                 yield obj, kind
 
-    lists = {resource: inventory.of_kind(kind) for kind, resource in KIND_OF.items()}
-    dra = build_index(lists, gpu_classes, synced=True)
+    dra = build_index(inventory.dra_lists(), gpu_classes, synced=True)
     return Snapshot(f"inventory {inventory.source}", namespaces, objects, inventory.gatekeeper(), dra)
 
 
@@ -77,12 +77,20 @@ def from_cluster(lister: Lister, origin: str, gpu_classes: Sequence[str] = ()) -
 
 
 def _dra(lister: Lister, gpu_classes: Sequence[str]) -> DraIndex | None:
-    """The cluster's DRA objects; None when the API has none to list (before Kubernetes 1.34)."""
+    """The cluster's DRA objects (as v1, whatever version the API serves); None when it has none to
+    list (no resource.k8s.io). Slices the API refuses (a ClusterRole that predates them) are left
+    out: claims then count by the largest device their class could select."""
     try:
-        lists = {kind: [item for page in lister(kind) for item in page.items] for kind in DRA_KINDS}
+        lists = {kind: _all(lister, kind) for kind in RESOLVING_KINDS}
     except ClusterError:
         return None
+    with contextlib.suppress(ClusterError):
+        lists[SLICES] = _all(lister, SLICES)
     return build_index(lists, gpu_classes, synced=True)
+
+
+def _all(lister: Lister, kind: str) -> list[KubeObject]:
+    return [item for page in lister(kind) for item in page.items]
 
 
 def empty(origin: str) -> Snapshot:

@@ -261,7 +261,7 @@ class KubeSource:
 
     def _converted(self, event: dict[str, Any]) -> dict[str, Any]:
         obj = event.get("object")
-        if event.get("type") in _CHANGES and isinstance(obj, dict):
+        if self.kind in DRA_KINDS and event.get("type") in _CHANGES and isinstance(obj, dict):
             return {**event, "object": self._as_v1(obj)}
         return event
 

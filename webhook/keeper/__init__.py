@@ -1,2 +1,3 @@
-"""mode dra's ResourceClaimTemplate keeper: the loop the Lease holder runs (`loop`) and its wiring
-from the settings and the cluster state (`setup`). The plan it follows is pure, in webhook.dra.sync."""
+"""mode dra's ResourceClaimTemplate keeper: the loop the Lease holder runs (`loop`), its wiring
+from the settings and the cluster state (`setup`), and the resource.k8s.io version it writes in
+(`versions`). The plan it follows is pure, in webhook.dra.sync."""

@@ -53,9 +53,9 @@ from webhook.quota.gate import LocalGate
 from webhook.scan.sources import from_cluster, from_inventory
 
 REFUSED = f"ResourceSlices not listed (ClusterError: list resourceslices: HTTP 403 Forbidden): {CONSERVATIVE}"
-SLICED = sharing_policy(
-    "match: {namespaces: [team-*]}\nsharing: {mode: dra, strategy: TimeSlicing, maxGpusPerPod: 1}",
-    name="sliced",
+# Another dra policy for the same namespaces: its templates have other names.
+SINGLE = sharing_policy(
+    "match: {namespaces: [team-*]}\nsharing: {mode: dra, maxGpusPerPod: 1}", name="single"
 )
 
 
@@ -246,7 +246,7 @@ def test_the_keeper_writes_in_the_served_version_and_finds_its_own_unchanged(
     again = keeper.run_once()
     assert again is not None and again.written == {}  # read back as v1, its own spec is unchanged
 
-    current[0] = PolicySet(version="2", sharing=(SLICED,))
+    current[0] = PolicySet(version="2", sharing=(SINGLE,))
     retiring = keeper.run_once()  # new templates created, the old ones marked: updates in the served version
     assert retiring is not None
     assert retiring.written == {"create/ok": 1, "update/ok": len(wanted)}

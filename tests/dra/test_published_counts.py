@@ -194,7 +194,8 @@ def test_the_implicit_extended_resource_name_counts_as_its_class(
 
 
 def test_first_available_charges_each_alternative_class_its_largest_count() -> None:
-    """kubernetes pkg/quota/v1/evaluator/core/resource_claims.go: each subrequest class's maximum."""
+    """kubernetes pkg/quota/v1/evaluator/core/resource_claims.go (claimEvaluator.Usage): for
+    firstAvailable, each subrequest class is charged its largest count."""
     either = {
         "name": "gpu",
         "firstAvailable": [
@@ -213,10 +214,14 @@ def test_first_available_charges_each_alternative_class_its_largest_count() -> N
     assert usage.gpus == 1  # the whole GPU is the most the allocator can give
 
 
-def test_admin_access_claims_are_not_gpus() -> None:
-    usage = usage_of(pod(claim_name="c"), index(claim("c", request(adminAccess=True))))
+def test_admin_access_claims_are_not_gpus_but_charge_their_class() -> None:
+    """kubernetes pkg/quota/v1/evaluator/core/resource_claims.go charges every exactly request's
+    class, adminAccess or not; the devices stay with the pods that hold them."""
+    usage = usage_of(pod(claim_name="c"), index(claim("c", request(adminAccess=True, count=2))))
     assert usage.gpus == 0
     assert usage.devices == 0
+    assert usage.gpu_memory_mib == 0
+    assert usage.resources[GPU_DEVICES] == 2
 
 
 def test_a_claim_over_the_apis_32_devices_is_refused_with_its_reason() -> None:

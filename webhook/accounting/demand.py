@@ -235,8 +235,6 @@ def device_class_resource(device_class: str) -> str:
 def _claim_vector(claim: ClaimShape, settings: QuotaSettings) -> _Vector:
     vector: _Vector = {}
     for ask in claim.asks:
-        if ask.admin_access:
-            continue  # reaches devices others hold, allocates none: not charged (as ResourceQuota)
         vector = _sum((vector, _ask_vector(ask, settings)))
     return vector
 
@@ -244,7 +242,9 @@ def _claim_vector(claim: ClaimShape, settings: QuotaSettings) -> _Vector:
 def _ask_vector(ask: DeviceAsk, settings: QuotaSettings) -> _Vector:
     key = device_class_resource(ask.device_class)
     part: _Vector = {(_COUNT, key): Fraction(ask.charged)}
-    if ask.charge_only:
+    # adminAccess reaches devices others hold and allocates none: no GPU, though Kubernetes'
+    # ResourceQuota still charges the class (pkg/quota/v1/evaluator/core/resource_claims.go).
+    if ask.charge_only or ask.admin_access:
         return part
     if ask.profile is not None:
         gpus = Fraction(ask.count * ask.profile.slices, settings.mig_slices_per_gpu)

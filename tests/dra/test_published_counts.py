@@ -9,6 +9,7 @@ slice builder), and the device classes are the driver chart's
 from __future__ import annotations
 
 import copy
+import dataclasses
 from fractions import Fraction
 from typing import Any
 
@@ -18,9 +19,10 @@ from tests.dra.objects import NS, claim, device_class, pod, request
 from webhook import gpu
 from webhook.accounting.count import count_gpus, count_object
 from webhook.accounting.demand import DEFAULT_SETTINGS, device_class_resource, pod_shape, shape_demand
-from webhook.dra import catalog
+from webhook.dra import catalog, judge
 from webhook.dra.devices import ClaimError
 from webhook.dra.index import DraIndex, build_index
+from webhook.dra.slices import slice_devices
 
 GPU_DEVICES = device_class_resource("gpu.nvidia.com")
 MIG_DEVICES = device_class_resource("mig.nvidia.com")
@@ -277,3 +279,16 @@ def test_consumable_capacity_is_a_share_only_where_the_device_allows_several_cla
         ).gpus
         == 1
     )
+
+
+def test_a_judgement_beyond_its_evaluation_budget_counts_the_larger_device() -> None:
+    """Thousands of published GPUs that a MIG request's class refuses one by one: the judge stops
+    after its budget and counts the group it stopped in, never less than the answer."""
+    whole = next(d for d in slice_devices(a100_node()) if d.attribute("type") == "gpu")
+    mig = next(d for d in slice_devices(a100_node()) if d.attribute("profile") == "1g.10gb")
+    many = [dataclasses.replace(whole, name=f"gpu-{i}") for i in range(judge.EVALUATIONS + 10)]
+    classes = dict(DRIVER_CLASSES)
+    few = judge.DeviceJudge(classes, [*many[:10], mig]).judge("mig.nvidia.com")
+    assert few is not None and few.profile is not None and few.profile.name == "1g.10gb"
+    beyond = judge.DeviceJudge(classes, [*many, mig]).judge("mig.nvidia.com")
+    assert beyond is not None and beyond.profile is None  # a whole GPU: the larger answer

@@ -16,8 +16,9 @@ class that selects nothing known counts as one whole GPU: never as nothing.
 Where CEL cannot decide, counting errs on the side of more:
 - a selector the engine cannot compile (a feature it lacks) accepts every device;
 - a runtime error on a device accepts it (the allocator would fail the claim; counting it is safe);
-- a group larger than SCAN_LIMIT whose first SCAN_LIMIT devices all refuse is taken as
-  matching, which bounds the work per request on clusters with tens of thousands of devices.
+- one judgement evaluates at most EVALUATIONS devices; the group it runs out on is taken as
+  matching (groups come largest first), which bounds the work for a request on clusters with
+  tens of thousands of devices, and for a claim no one has judged before.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from webhook.dra.cel import Outcome, Selector, SelectorError, compile_selector
 from webhook.dra.published import Device
 from webhook.gpu import MigProfile
 
-SCAN_LIMIT = 2048
+EVALUATIONS = 512
 
 
 @dataclass(frozen=True)
@@ -131,14 +132,15 @@ class DeviceJudge:
         if class_selectors is None:
             return _whole_gpu() if configured else NOT_A_GPU
         both = (*class_selectors, *selectors)
+        budget = _Budget()
         for pool in (self._published, self._catalog):
             if not pool:
                 continue
-            found = _largest(pool, both, configured)
+            found = _largest(pool, both, configured, budget)
             if not isinstance(found, _NoMatch):
                 return found
         for pool in (self._published, self._catalog):
-            found = _largest(pool, class_selectors, configured) if pool else _NO_MATCH
+            found = _largest(pool, class_selectors, configured, budget) if pool else _NO_MATCH
             if not isinstance(found, _NoMatch):
                 return found
         return _whole_gpu() if configured or class_name in catalog.NVIDIA_DEVICE_CLASSES else NOT_A_GPU
@@ -158,21 +160,41 @@ class _NoMatch:
 _NO_MATCH = _NoMatch()
 
 
-def _largest(pool: _Pool, selectors: Sequence[str], configured: bool) -> Reading | _NoMatch | None:
+class _Budget:
+    """Device evaluations one judgement may spend; CEL costs tens to hundreds of microseconds each."""
+
+    def __init__(self, evaluations: int = EVALUATIONS) -> None:
+        self.left = evaluations
+
+    def spend(self) -> bool:
+        """Take one evaluation; False once none is left."""
+        self.left -= 1
+        return self.left >= 0
+
+
+def _largest(
+    pool: _Pool, selectors: Sequence[str], configured: bool, budget: _Budget
+) -> Reading | _NoMatch | None:
     compiled = [_compiled(s) for s in selectors]
     for group in pool.groups:
-        if _any_accepted(group.devices, compiled):
+        if _any_accepted(group.devices, compiled, budget):
             return group.reading
-    if any(_accepts(compiled, d) for d in pool.others[:SCAN_LIMIT]):
-        # A class configured as a GPU class counts whatever it selects as whole GPUs.
-        return Reading(None, 0, False, pool.published) if configured else NOT_A_GPU
+    for device in pool.others:
+        if not budget.spend():
+            return _NO_MATCH  # undecided: the class alone, or a whole GPU, counts instead
+        if _accepts(compiled, device):
+            # A class configured as a GPU class counts whatever it selects as whole GPUs.
+            return Reading(None, 0, False, pool.published) if configured else NOT_A_GPU
     return _NO_MATCH
 
 
-def _any_accepted(devices: Sequence[Device], compiled: Sequence[_Selector]) -> bool:
-    if any(_accepts(compiled, d) for d in devices[:SCAN_LIMIT]):
-        return True
-    return len(devices) > SCAN_LIMIT
+def _any_accepted(devices: Sequence[Device], compiled: Sequence[_Selector], budget: _Budget) -> bool:
+    """Some device of the group is accepted; a group the budget runs out on counts as accepted:
+    groups come largest first, so that is never less than the answer."""
+    for device in devices:
+        if not budget.spend() or _accepts(compiled, device):
+            return True
+    return False
 
 
 # A compiled selector, or None for one the engine cannot compile (it then accepts every device).

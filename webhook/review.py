@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from webhook.accounting import names
 from webhook.accounting.count import CLAIM_KINDS, ESTIMATED, GpuCount, count_gpus
@@ -21,7 +21,7 @@ from webhook.dra import templates
 from webhook.dra.devices import ClaimError
 from webhook.dra.index import GROUP as DRA_GROUP
 from webhook.dra.index import IMPLICIT_PREFIX, DraIndex
-from webhook.dra.resolve import pod_claims
+from webhook.dra.resolve import pod_claims, unseen_claims
 from webhook.dra.served import unserved
 from webhook.errors import AdmissionDenied, ClusterError
 from webhook.kubeversion import Version
@@ -30,11 +30,14 @@ from webhook.mutation import resources, void
 from webhook.mutation.engine import mutate_object, select_policy
 from webhook.mutation.shape import ShapeError, check_pod_shape
 from webhook.policy.constraints import evaluate_constraints
+from webhook.policy.engines import ConstraintSet
 from webhook.policy.model import PolicySet
 from webhook.quota.gate import QuotaGate
 from webhook.sharing_policy import SharingPolicy
 from webhook.types import AdmissionRequest, Endpoint, EnforcementAction, KubeObject
 from webhook.validation import builtin, dra
+from webhook.validation.gatekeeper import Constraint
+from webhook.validation.prechecks import fingerprint
 
 
 def _no_labels(_: str) -> Mapping[str, str]:
@@ -194,8 +197,11 @@ def validate(
         reviewed = reviewed_pod(request, deps)
     except ShapeError as e:
         return malformed(e)
-    subject, count = gpu_subject(reviewed, deps)
-    findings = _builtin(subject, deps, actions, count) + _dra_builtin(request, reviewed, deps, actions)
+    deps, unseen = _pod_dra(request, reviewed, deps)
+    subject, count = gpu_subject(reviewed, deps, waits=unseen.waits)
+    findings = _builtin(subject, deps, actions, count, unseen) + _dra_builtin(
+        request, reviewed, deps, actions, unseen
+    )
     if any(f.action == "deny" for f in findings):
         return decide(findings)
     constraints = evaluate_constraints(
@@ -207,7 +213,8 @@ def validate(
         gpu=count,
         dra=deps.dra,
     )
-    findings += _as_enforced(constraints.findings, deps.settings.enforcement)
+    served = _served_class_findings(request, reviewed, deps, actions)
+    findings += _as_enforced(constraints.findings + served, deps.settings.enforcement)
     if subject is None or any(f.action == "deny" for f in findings):
         decision = decide(findings)
     else:
@@ -257,12 +264,13 @@ def _dra_builtin(
     reviewed: tuple[PodTarget, str] | None,
     deps: ReviewDeps,
     actions: frozenset[EnforcementAction],
+    unseen: dra.Unseen = dra.NOTHING_UNSEEN,
 ) -> list[Finding]:
     """Claims a pod holds must resolve; claim objects themselves are judged (validation.dra)."""
     if "deny" not in actions:
         return []
     if reviewed is not None:
-        return dra.pod_findings(reviewed[0], reviewed[1], deps.dra)
+        return dra.pod_findings(reviewed[0], reviewed[1], deps.dra, unseen)
     obj = request.get("object")
     if not _is_claim(request) or not isinstance(obj, dict):  # validate() has asked skipped()
         return []
@@ -274,6 +282,171 @@ def _dra_builtin(
 _NO_DRA = DraIndex()
 
 
+def _pod_dra(
+    request: AdmissionRequest, reviewed: tuple[PodTarget, str] | None, deps: ReviewDeps
+) -> tuple[ReviewDeps, dra.Unseen]:
+    """The DRA snapshot a pod's checks read, and the claims it names that do not exist yet.
+
+    Under a mode dra policy, the policy's own templates count as they will exist (the server
+    creates them, and /mutate points pods at them), whatever the cache holds yet. A pod that may
+    wait for an unseen claim (validation.dra.judge_unseen) is counted without it."""
+    index = deps.dra
+    spec = reviewed[0].pod.get("spec") if reviewed is not None and index is not None else None
+    if reviewed is None or index is None or not isinstance(spec, dict) or not spec.get("resourceClaims"):
+        return deps, dra.NOTHING_UNSEEN
+    target, namespace = reviewed
+    policy = _dra_policy(target, namespace, deps)
+    if policy is not None:
+        index = _expecting(index, policy)
+    claims = unseen_claims(target.pod, namespace, index)
+    if not claims:
+        return (deps if index is deps.dra else replace(deps, dra=index)), dra.NOTHING_UNSEEN
+    lenient = replace(index, synced=False)
+    count = count_gpus(target.pod, lenient, namespace)
+    unseen = dra.judge_unseen(
+        target,
+        claims,
+        creating=request["operation"] == "CREATE",
+        other_devices=count.devices,
+        quota=_counting_quota(namespace, deps),
+    )
+    return replace(deps, dra=lenient if unseen.waits else index), unseen
+
+
+def _dra_policy(target: PodTarget, namespace: str, deps: ReviewDeps) -> SharingPolicy | None:
+    if not any(p.sharing.mode == "dra" for p in deps.policies.sharing):
+        return None
+    policy = policy_subject(target, namespace, deps).policy
+    return policy if policy is not None and policy.sharing.mode == "dra" else None
+
+
+# Snapshots and policies are immutable: the index that expects a policy's templates is made once
+# per (snapshot, policy), each entry keeping both alive so that their ids are not reused.
+_EXPECTING: dict[tuple[int, int], tuple[DraIndex, SharingPolicy, DraIndex]] = {}
+_EXPECTING_REMEMBERED = 32
+
+
+def _expecting(index: DraIndex, policy: SharingPolicy) -> DraIndex:
+    key = (id(index), id(policy))
+    found = _EXPECTING.get(key)
+    if found is not None and found[0] is index and found[1] is policy:
+        return found[2]
+    expecting = replace(index, expected_templates=templates.expected_devices(policy))
+    if len(_EXPECTING) >= _EXPECTING_REMEMBERED:
+        _EXPECTING.clear()
+    _EXPECTING[key] = (index, policy, expecting)
+    return expecting
+
+
+def _counting_quota(namespace: str, deps: ReviewDeps) -> str | None:
+    """The GPU quota that counts pods of the namespace at admission, if any."""
+    if deps.quota_gate is None:
+        return None
+    labels = {"kubernetes.io/metadata.name": namespace, **deps.namespace_labels(namespace)}
+    return next((q.name for q in deps.policies.quotas if q.applies_to(namespace, labels)), None)
+
+
+CLASS_RULE = "GpuDraDeviceClasses"
+# policies/security/gpu-dra-device-classes: for this exact text, classes_allowed() reads
+# allowedClasses as the Rego does (tests/dra/test_no_wrong_denials.py pins it).
+CLASS_RULE_FINGERPRINT = "e2a2e9c3372bb464baedbaeafe117d4f295d31233111d9f8a2b0ba81b8c87c51"
+
+
+def _served_class_findings(
+    request: AdmissionRequest,
+    reviewed: tuple[PodTarget, str] | None,
+    deps: ReviewDeps,
+    actions: frozenset[EnforcementAction],
+) -> list[Finding]:
+    """The device-class constraints on the claims kube-scheduler will make for the pod's extended
+    resources that DeviceClasses serve: judged now, naming the pod, rather than on a claim the
+    user never sees refused while the pod stays unbound."""
+    rules = _class_rules(deps.policies)
+    if reviewed is None or rules is None or rules.allow_all:
+        return []
+    target, namespace = reviewed
+    served = dra.served_classes(target, deps.dra)
+    findings = []
+    for device_class, asked_for in served.items():
+        if rules.clears and dra.classes_allowed(rules.parameters, device_class):
+            continue
+        claim = dra.scheduler_claim(target, namespace, device_class, asked_for)
+        outcome = evaluate_constraints(
+            _claim_request(request, claim, namespace),
+            rules.policies,
+            deps.gatekeeper_inventory,
+            actions,
+            may_block=deps.may_block,
+            dra=deps.dra,
+        )
+        asked = ", ".join(asked_for)
+        findings += [
+            replace(
+                f,
+                message=f"{target.describe()} asks for {asked}, which DeviceClass {device_class} serves: "
+                f"kube-scheduler would claim it for the pod, and {f.policy} refuses that claim ({f.message})",
+            )
+            for f in outcome.findings
+        ]
+    return findings
+
+
+@dataclass(frozen=True)
+class _ClassRules:
+    """The policy set's gpu-dra-device-classes constraints alone, to judge a claim not yet made."""
+
+    policies: PolicySet
+    parameters: tuple[Mapping[str, Any], ...]
+    clears: bool  # the template is the bundled text, which classes_allowed() models
+    allow_all: bool  # ... and every constraint allows `*`, as the shipped one does: nothing to judge
+
+
+_CLASS_RULES: dict[int, tuple[ConstraintSet, _ClassRules | None]] = {}
+
+
+def _class_rules(policies: PolicySet) -> _ClassRules | None:
+    """Built once per policy load (remembered by the constraint set, kept alive with its entry)."""
+    constraints, engine = policies.constraints, policies.engine
+    if constraints is None or engine is None:
+        return None
+    found = _CLASS_RULES.get(id(constraints))
+    if found is not None and found[0] is constraints:
+        return found[1]
+    chosen: list[Constraint] = [c for c in constraints.constraints if c.kind == CLASS_RULE]
+    template = engine.templates.get(CLASS_RULE)
+    rules = None
+    if chosen:
+        clears = template is not None and fingerprint(template) == CLASS_RULE_FINGERPRINT
+        parameters = tuple(c.parameters for c in chosen)
+        everything = all(dra.allows_every_class(p) for p in parameters)
+        subset = replace(policies, constraints=ConstraintSet(chosen))
+        rules = _ClassRules(subset, parameters, clears, clears and everything)
+    _CLASS_RULES.clear()  # one policy load is in force at a time
+    _CLASS_RULES[id(constraints)] = (constraints, rules)
+    return rules
+
+
+def _claim_request(request: AdmissionRequest, claim: KubeObject, namespace: str) -> AdmissionRequest:
+    """The claim's CREATE, as if asked by whoever asked for the pod (not the scheduler)."""
+    gvk = {"group": DRA_GROUP, "version": "v1", "kind": "ResourceClaim"}
+    gvr = {"group": DRA_GROUP, "version": "v1", "resource": "resourceclaims"}
+    made: dict[str, Any] = {
+        "uid": request.get("uid", ""),
+        "kind": gvk,
+        "resource": gvr,
+        "requestKind": gvk,
+        "requestResource": gvr,
+        "name": claim["metadata"]["name"],
+        "namespace": namespace,
+        "operation": "CREATE",
+        "userInfo": request.get("userInfo", {}),
+        "object": claim,
+        "oldObject": None,
+        "dryRun": request.get("dryRun", False),
+    }
+    return cast(AdmissionRequest, made)
+
+
 def _as_enforced(findings: list[Finding], enforcement: Enforcement) -> list[Finding]:
     if enforcement == "policy":
         return findings
@@ -281,12 +454,17 @@ def _as_enforced(findings: list[Finding], enforcement: Enforcement) -> list[Find
 
 
 def _builtin(
-    subject: Subject | None, deps: ReviewDeps, actions: frozenset[EnforcementAction], count: GpuCount | None
+    subject: Subject | None,
+    deps: ReviewDeps,
+    actions: frozenset[EnforcementAction],
+    count: GpuCount | None,
+    unseen: dra.Unseen = dra.NOTHING_UNSEEN,
 ) -> list[Finding]:
     if subject is None:
         return []
     policy = subject.policy
-    claimed = _claim_sources(subject, deps.dra) if policy is not None else ()
+    # A claim the pod waits for may bring GPUs: it sidesteps a sharing policy as any claim would.
+    claimed = (*_claim_sources(subject, deps.dra), *unseen.sources()) if policy is not None else ()
     if claimed and policy is not None and policy.sharing.mode == "dra":  # its own templates are no escape
         own = templates.own_sources(policy, subject.namespace, deps.dra or _NO_DRA)
         claimed = tuple(source for source in claimed if source not in own)
@@ -415,14 +593,18 @@ def reviewed_pod(request: AdmissionRequest, deps: ReviewDeps) -> tuple[PodTarget
 
 
 def gpu_subject(
-    reviewed: tuple[PodTarget, str] | None, deps: ReviewDeps
+    reviewed: tuple[PodTarget, str] | None, deps: ReviewDeps, *, waits: bool = False
 ) -> tuple[Subject | None, GpuCount | None]:
     """(None, None) unless the reviewed pod asks for GPUs; then its sharing policy, if one applies,
-    and its GPUs: read once, for every rule that counts (DRA claims included)."""
+    and its GPUs: read once, for every rule that counts (DRA claims included). `waits`: the pod
+    names a claim that does not exist yet, which may bring GPUs, so it is a GPU pod whatever it
+    asks for now."""
     if reviewed is None:
         return None, None
     target, namespace = reviewed
     count = gpu_reading(target, deps.policies.shared_names, deps.dra, namespace)
+    if count is None and waits:
+        count = count_gpus(target.pod, deps.dra, namespace)
     if count is None:
         return None, None
     return policy_subject(target, namespace, deps), count

@@ -4,7 +4,8 @@ Each entry names a ResourceClaim (`resourceClaimName`, possibly shared by severa
 or a ResourceClaimTemplate (`resourceClaimTemplateName`: the pod gets a claim of its own).
 A named claim carries a key, `namespace/name`, so that a namespace's usage counts it once
 however many pods share it. An entry that names nothing known is an error only when the
-snapshot is synced: before that, the claim may simply not have arrived yet.
+snapshot is synced: before that, the claim may simply not have arrived yet. `unseen_claims`
+lists such entries, for the rules that decide whether the pod may wait for them.
 """
 
 from __future__ import annotations
@@ -26,6 +27,24 @@ class ClaimShape:
     asks: tuple[DeviceAsk, ...]
 
 
+@dataclass(frozen=True)
+class UnseenClaim:
+    """A pod's entry naming a claim or template that the synced snapshot does not hold."""
+
+    source: str  # "ResourceClaimTemplate ns/name", as ClaimShape names it
+    entry: str  # the pod's own name for the claim (spec.resourceClaims[].name)
+
+    def describe(self) -> str:
+        return f"{self.source} (pod claim {self.entry!r})"
+
+
+# What a user can do about a claim that does not exist yet, whatever else the message says.
+REMEDY = (
+    "create it before the pod, or let its controller create it and retry; "
+    "pods created by a controller are retried automatically"
+)
+
+
 def pod_claims(pod: Mapping[str, Any], namespace: str, index: DraIndex) -> tuple[ClaimShape, ...]:
     """The GPU claims of a pod; raises ClaimError naming any claim that cannot be counted."""
     spec = pod.get("spec")
@@ -42,28 +61,59 @@ def pod_claims(pod: Mapping[str, Any], namespace: str, index: DraIndex) -> tuple
     return tuple(found)
 
 
+def unseen_claims(pod: Mapping[str, Any], namespace: str, index: DraIndex) -> tuple[UnseenClaim, ...]:
+    """The entries naming a claim or template the index does not hold; none unless it is synced
+    (before that, nothing is known to be missing). Malformed entries are left to pod_claims."""
+    spec = pod.get("spec")
+    entries = spec.get("resourceClaims") if isinstance(spec, dict) else None
+    if not index.synced or not isinstance(entries, list):
+        return ()
+    found = []
+    for entry in entries:
+        named = _named(entry, namespace, index) if isinstance(entry, dict) else None
+        if named is not None and not named.known:
+            found.append(UnseenClaim(named.source, str(entry.get("name"))))
+    return tuple(found)
+
+
+@dataclass(frozen=True)
+class _Named:
+    source: str
+    key: str  # as ClaimShape.key
+    known: bool
+    devices: Any
+
+
+def _named(entry: Mapping[str, Any], namespace: str, index: DraIndex) -> _Named | None:
+    """What an entry names, and whether the index holds it; None for an entry naming nothing."""
+    claim, template = entry.get("resourceClaimName"), entry.get("resourceClaimTemplateName")
+    if isinstance(claim, str) and claim:
+        key = f"{namespace}/{claim}"
+        return _Named(f"ResourceClaim {key}", key, *index.claim_devices(namespace, claim))
+    if isinstance(template, str) and template:
+        source = f"ResourceClaimTemplate {namespace}/{template}"
+        return _Named(source, "", *index.template_devices(namespace, template))
+    return None
+
+
 def _entry(entry: object, namespace: str, index: DraIndex) -> ClaimShape | None:
     if not isinstance(entry, dict):
         raise ClaimError("spec.resourceClaims must hold mappings")
-    claim, template = entry.get("resourceClaimName"), entry.get("resourceClaimTemplateName")
-    if isinstance(claim, str) and claim:
-        source, key = f"ResourceClaim {namespace}/{claim}", f"{namespace}/{claim}"
-        known, devices = index.claim_devices(namespace, claim)
-    elif isinstance(template, str) and template:
-        source, key = f"ResourceClaimTemplate {namespace}/{template}", ""
-        known, devices = index.template_devices(namespace, template)
-    else:
+    named = _named(entry, namespace, index)
+    if named is None:
         return None  # an entry naming nothing: the apiserver refuses it; nothing to count
-    if not known:
+    source = named.source
+    if not named.known:
         if index.synced:
-            raise ClaimError(f"{source} (pod claim {entry.get('name')!r}) does not exist")
+            unseen = UnseenClaim(source, str(entry.get("name")))
+            raise ClaimError(f"{unseen.describe()} does not exist yet: {REMEDY}")
         return None
     try:
-        asks = index.asks(devices)
+        asks = index.asks(named.devices)
     except ClaimError as e:
         raise ClaimError(f"{source}: {e}") from e
     all_devices = [a for a in asks if a.all_devices]
     if all_devices:
         what = f"request {all_devices[0].request!r} on {all_devices[0].device_class}"
         raise ClaimError(f"{source}: {what} takes every matching device of a node (allocationMode All)")
-    return ClaimShape(key, source, asks)
+    return ClaimShape(named.key, source, asks)

@@ -306,6 +306,12 @@ def shape_named(policy: SharingPolicy, name: object) -> Shape | None:
     return _known(policy).shapes.get(name) if isinstance(name, str) else None
 
 
+def expected_devices(policy: SharingPolicy) -> Mapping[str, Any]:
+    """`DraIndex.expected_templates` for the pods of a mode dra policy: each template the rewrite
+    may point them at, by name, with its `devices`. Remembered per policy, so a request pays a lookup."""
+    return _devices_by_name(policy)
+
+
 def own_sources(policy: SharingPolicy, namespace: str, index: DraIndex) -> frozenset[str]:
     """The claim sources ("ResourceClaimTemplate ns/name", as claim resolution names them) that are
     this policy's templates and hold exactly what the policy writes: a template someone else made

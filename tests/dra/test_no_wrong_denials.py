@@ -249,11 +249,6 @@ def test_the_channel_injection_demos_are_admitted_whatever_the_cache_holds(
     assert bool(waiting) is cache.startswith("before"), decision.warnings
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="webhook/dra/judge.py counts a class of catalog.NVIDIA_DEVICE_CLASSES that matches no known "
-    "device as a whole GPU, compute-domain-default-channel.nvidia.com too, until channels are published",
-)
 def test_a_channel_is_no_gpu_before_its_devices_are_published(chosen: PolicySet) -> None:
     """An 8-GPU MPI worker with its channel must stay within gpu-max-per-pod's 8."""
     worker = mpi_worker("nvbandwidth-test-job-1.yaml")

@@ -292,3 +292,22 @@ def test_a_judgement_beyond_its_evaluation_budget_counts_the_larger_device() -> 
     assert few is not None and few.profile is not None and few.profile.name == "1g.10gb"
     beyond = judge.DeviceJudge(classes, [*many, mig]).judge("mig.nvidia.com")
     assert beyond is not None and beyond.profile is None  # a whole GPU: the larger answer
+
+
+@pytest.mark.parametrize(
+    ("expression", "gpu"),
+    [
+        ("device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'", True),
+        ("device.attributes['gpu.nvidia.com'].driverVersion.isGreaterThan(semver('550.0.0'))", True),
+        ("device.driver == 'compute-domain.nvidia.com'", False),
+    ],
+    ids=["an exact product name", "a driver version", "IMEX channels"],
+)
+def test_without_published_devices_a_class_on_machine_facts_is_a_gpu_and_other_drivers_are_not(
+    expression: str, gpu: bool
+) -> None:
+    """What only a machine knows (webhook/dra/catalog.py PLACEHOLDER_ATTRIBUTES) cannot refuse a
+    catalog device: such a class counts as the largest GPU, never as nothing."""
+    custom = device_class("custom.example.com", expression)
+    dra = index(claim("c", request("c", "custom.example.com")), slices=False, classes=[custom])
+    assert count_gpus(pod(claim_name="c"), dra).devices == (1 if gpu else 0)

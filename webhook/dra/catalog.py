@@ -29,6 +29,7 @@ no device here or in a cluster.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Mapping
@@ -83,6 +84,54 @@ _ARCHITECTURES: tuple[tuple[str, str, str], ...] = (
 _MIG_ENGINES = ("multiprocessors", "copyEngines", "decoders", "encoders", "jpegEngines", "ofaEngines")
 _PLACEHOLDER_UUID = "00000000-0000-0000-0000-000000000000"
 _PCI_BUS_ID = "0000:00:00.0"
+
+
+# What only the machine knows: the catalog's values for these are placeholders.
+PLACEHOLDER_ATTRIBUTES = frozenset(
+    {
+        "uuid",
+        "parentUUID",
+        "productName",
+        "brand",
+        "driverVersion",
+        "cudaDriverVersion",
+        "deviceID",
+        "numa",
+        "iommuFDEnabled",
+        "addressingMode",
+        f"{STANDARD}/pciBusID",
+        f"{STANDARD}/pcieRoot",
+    }
+)
+PLACEHOLDER_CAPACITIES = frozenset({"addressableMemory", *_MIG_ENGINES})
+
+
+@functools.cache
+def unknowns_absent() -> tuple[Device, ...]:
+    """The catalog without its placeholders: a selector that tests what only the machine knows
+    then fails on the device (a missing key) instead of refusing it, so that judging on the
+    catalog can count the device rather than nothing."""
+    return tuple(_without_placeholders(device) for device in nvidia_catalog())
+
+
+def _without_placeholders(device: Device) -> Device:
+    attributes = {
+        domain: {
+            n: v for n, v in names.items() if _qualified(domain, n, device) not in PLACEHOLDER_ATTRIBUTES
+        }
+        for domain, names in device.attributes.items()
+    }
+    capacity = {
+        domain: {
+            n: v for n, v in names.items() if _qualified(domain, n, device) not in PLACEHOLDER_CAPACITIES
+        }
+        for domain, names in device.capacity.items()
+    }
+    return dataclasses.replace(device, attributes=attributes, capacity=capacity)
+
+
+def _qualified(domain: str, name: str, device: Device) -> str:
+    return name if domain == device.driver else f"{domain}/{name}"
 
 
 @functools.cache

@@ -7,11 +7,14 @@ allocator may hand out any of them: a whole GPU counts more than any MIG slice, 
 more than a smaller one, then more memory more. So devices are grouped by what they count as,
 largest group first, and the first group with a device that both selector sets accept decides.
 
-The devices are the ones the cluster publishes in ResourceSlices. Where it publishes none (no
-driver yet, slices not listed, offline without them), NVIDIA's driver's catalog stands in: the
-devices it would publish for every GPU model known here (webhook/dra/catalog.py). A request
-that no device accepts is counted as the largest device its class alone could select, and a GPU
-class that selects nothing known counts as one whole GPU: never as nothing.
+The devices are the ones the cluster publishes in ResourceSlices. Where it publishes none that
+the selectors accept (no driver yet, slices not listed, offline without them, a class for cards
+not installed yet), NVIDIA's driver's catalog stands in: the devices it would publish for every
+GPU model known here (webhook/dra/catalog.py), without the attributes only a machine knows, so
+that a selector testing those fails on a catalog device and counts it. A request that no device
+accepts is counted as the largest device its class alone could select, and a class configured
+as a GPU class that selects nothing known counts as one whole GPU. A class that selects only
+other drivers' devices (NICs, IMEX channels) is no GPU.
 
 Where CEL cannot decide, counting errs on the side of more:
 - a selector the engine cannot compile (a feature it lacks) accepts every device;
@@ -143,7 +146,7 @@ class DeviceJudge:
             found = _largest(pool, class_selectors, configured, budget) if pool else _NO_MATCH
             if not isinstance(found, _NoMatch):
                 return found
-        return _whole_gpu() if configured or class_name in catalog.NVIDIA_DEVICE_CLASSES else NOT_A_GPU
+        return _whole_gpu() if configured else NOT_A_GPU
 
     def _class_selectors(self, name: str) -> tuple[str, ...] | None:
         if name in self._classes:
@@ -191,10 +194,7 @@ def _largest(
 def _any_accepted(devices: Sequence[Device], compiled: Sequence[_Selector], budget: _Budget) -> bool:
     """Some device of the group is accepted; a group the budget runs out on counts as accepted:
     groups come largest first, so that is never less than the answer."""
-    for device in devices:
-        if not budget.spend() or _accepts(compiled, device):
-            return True
-    return False
+    return any(not budget.spend() or _accepts(compiled, device) for device in devices)
 
 
 # A compiled selector, or None for one the engine cannot compile (it then accepts every device).
@@ -223,7 +223,7 @@ _CATALOG_POOL: list[_Pool] = []
 
 def _catalog_pool() -> _Pool:
     if not _CATALOG_POOL:
-        _CATALOG_POOL.append(_Pool(catalog.nvidia_catalog(), published=False))
+        _CATALOG_POOL.append(_Pool(catalog.unknowns_absent(), published=False))
     return _CATALOG_POOL[0]
 
 

@@ -223,6 +223,9 @@ asks = st.builds(
     admin_access=st.booleans(),
     profile=profiles,
     memory_mib=st.integers(0, 81920),
+    share=st.fractions(Fraction(1, 100), Fraction(1)),
+    charge_only=st.booleans(),
+    class_count=st.integers(0, 16),
 )
 claims = st.lists(
     st.builds(ClaimShape, st.text(), st.text(), st.lists(asks, min_size=1, max_size=3).map(tuple)), max_size=2
@@ -233,9 +236,9 @@ shapes = st.builds(
     init=st.lists(st.tuples(amounts, st.booleans()), max_size=2).map(tuple),
     kai=kai,
     claims=claims,
-    backed=st.lists(st.tuples(st.text(min_size=1), st.integers(0, 7), st.integers(0, 9999)), max_size=2).map(
-        tuple
-    ),
+    backed=st.lists(
+        st.tuples(st.text(min_size=1), st.integers(0, 7), st.integers(0, 9999), st.text()), max_size=2
+    ).map(tuple),
 )
 entries = st.lists(
     st.builds(Entry, st.text(min_size=1), st.text(), shapes, st.floats(0, 2e9), st.text()), max_size=5
@@ -253,3 +256,10 @@ def test_entries_survive_the_round_trip(found: list[Entry]) -> None:
 )
 def test_unreadable_ledgers_are_empty_not_fatal(data: dict[str, str]) -> None:
     assert decode(data) == []
+
+
+def test_entries_written_before_backed_rows_named_their_class_still_read() -> None:
+    """A replica of the previous release wrote (name, slices, MiB): read with no class to charge."""
+    old = '[{"pod":"p","uid":"u","shape":{"backed":[["example.com/big",0,0]],"app":[],"init":[],"kai":null},'
+    (entry,) = decode({"reservations": old + '"expires":1.0,"replica":"r"}]'})
+    assert entry.shape.backed == (("example.com/big", 0, 0, ""),)

@@ -1,4 +1,4 @@
-"""Kubernetes' CEL environment for DRA device selectors, in-process (webhook/dra/cel.py).
+"""Kubernetes' CEL environment for DRA device selectors, in-process (webhook/dra/cel/).
 
 Rules come from kubernetes/dynamic-resource-allocation cel/compile.go (the `device` variable, the
 empty map for a missing domain, `DeviceMatches`) and structured/internal/stable/allocator_stable.go

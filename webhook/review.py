@@ -20,7 +20,7 @@ from webhook.decision import ALLOW, Decision, Finding, clamp_warnings, deny
 from webhook.dra import templates
 from webhook.dra.devices import ClaimError
 from webhook.dra.index import GROUP as DRA_GROUP
-from webhook.dra.index import IMPLICIT_PREFIX, DraIndex
+from webhook.dra.index import DraIndex
 from webhook.dra.resolve import pod_claims, unseen_claims
 from webhook.dra.served import unserved
 from webhook.errors import AdmissionDenied, ClusterError
@@ -230,18 +230,7 @@ def validate(
 
 
 def _asks_device_class(target: PodTarget) -> bool:
-    return any(
-        name.startswith(IMPLICIT_PREFIX)
-        for _, container in target.containers()
-        for section in ("requests", "limits")
-        for name in _section(container, section)
-    )
-
-
-def _section(container: Mapping[str, Any], section: str) -> Mapping[str, Any]:
-    resources = container.get("resources")
-    found = resources.get(section) if isinstance(resources, dict) else None
-    return found if isinstance(found, dict) else {}
+    return any(resources.asks_device_class(container) for _, container in target.containers())
 
 
 def _unjudged(request: AdmissionRequest, deps: ReviewDeps) -> Decision:

@@ -8,6 +8,7 @@ from typing import Any
 
 from webhook import gpu, quantity
 from webhook.accounting import names
+from webhook.dra.index import IMPLICIT_PREFIX
 from webhook.errors import AdmissionDenied
 from webhook.fields import mapping
 
@@ -92,6 +93,16 @@ def uses_gpu(container: dict[str, Any], shared_names: tuple[str, ...] = ()) -> b
 def uses_nvidia_gpu(container: dict[str, Any], shared_names: tuple[str, ...] = ()) -> bool:
     """A resource whose device plugin gives the container an NVIDIA GPU (and its environment)."""
     return _any_name(container, _nvidia, shared_names)
+
+
+def asks_device_class(container: dict[str, Any]) -> bool:
+    """A DeviceClass's implicit extended resource, `deviceclass.resource.kubernetes.io/<class>`:
+    kube-scheduler claims its devices through DRA."""
+    return _any_name(container, _implicit, ())
+
+
+def _implicit(name: str, _shared: tuple[str, ...]) -> bool:
+    return name.startswith(IMPLICIT_PREFIX)
 
 
 def _nvidia(name: str, shared_names: tuple[str, ...]) -> bool:

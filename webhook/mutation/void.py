@@ -18,7 +18,6 @@ from typing import Any
 
 from webhook.accounting import names
 from webhook.accounting.target import PodTarget
-from webhook.dra.index import IMPLICIT_PREFIX
 from webhook.mutation import resources
 from webhook.mutation.context import MutationContext
 from webhook.types import PatchOperation
@@ -71,17 +70,10 @@ def _gets_gpu(container: dict[str, Any], shared_names: tuple[str, ...], gpu_pod:
     if gpu_pod and resources.uses_nvidia_gpu(container, shared_names):
         return True
     section = container.get("resources")
-    if not isinstance(section, dict):
-        return False
     # A DRA claim, or a class's implicit extended resource (the scheduler makes its claim): the
     # devices reach the container through CDI, not through this variable.
-    return bool(section.get("claims")) or _asks_device_class(section)
-
-
-def _asks_device_class(section: dict[str, Any]) -> bool:
-    return any(
-        isinstance(amounts, dict) and any(str(name).startswith(IMPLICIT_PREFIX) for name in amounts)
-        for amounts in (section.get("limits"), section.get("requests"))
+    return isinstance(section, dict) and (
+        bool(section.get("claims")) or resources.asks_device_class(container)
     )
 
 

@@ -342,6 +342,10 @@ def test_what_the_keeper_writes_reads_back_as_itself(requests: list[dict[str, An
     assert as_v1(in_version(body, version)) == body
 
 
+def _written(template: str) -> Callable[[LogEntry], bool]:
+    return lambda e: e.get("msg") == "ResourceClaimTemplate written" and e.get("template") == template
+
+
 def _logged(server: ServerProcess, predicate: Callable[[LogEntry], bool]) -> LogEntry:
     """The server logged it: before start_server returned, or from now on."""
     for line in server.seen:
@@ -375,19 +379,17 @@ def test_serve_on_an_older_cluster_whose_role_lacks_slices(
         _logged(server, lambda e: e.get("msg") == f"DRA objects are read and written through {served}")
         wanted = {t["metadata"]["name"] for t in templates.templates_for(WHOLE_DRA, "team-a")}
         for name in wanted:  # logged once the API answered
-            _logged(
-                server,
-                lambda e, n=name: (
-                    e.get("msg") == "ResourceClaimTemplate written" and e.get("template") == f"team-a/{n}"
-                ),
-            )
+            _logged(server, _written(f"team-a/{name}"))
         for name in wanted:
             stored = fake.get("resourceclaimtemplates", "team-a", name)
             assert stored is not None and stored["apiVersion"] == served
         fake.wait_for_requests(lambda log: sum(f"/{SLICES}?" in line for line in log) >= 2)
         reply = server.client().request("GET", "/readyz")
         assert reply.status == 200
-        cluster_line = str(reply.json()["checks"]["cluster"])
+        body = reply.json()
+        checks = body.get("checks") if isinstance(body, dict) else None
+        assert isinstance(checks, dict)
+        cluster_line = str(checks["cluster"])
         assert REFUSED in cluster_line
         assert fake.count(r"^(POST|PUT) .*/resourceclaimtemplates") == 2  # no write refused and retried
     finally:

@@ -2,7 +2,7 @@
 
 It was written to keep CEL in a child process because a native CEL library (cel-expr-python, on
 cel-cpp) crashed with a double free when loaded beside regopy. cel-python is pure Python and
-coexists with regopy in one process (webhook/dra/cel.py evaluates device selectors with it);
+coexists with regopy in one process (webhook/dra/cel/ evaluates device selectors with it);
 the child process remains a plain evaluator of matchConditions. Run as `python -m
 tests.support.cel`, it reads one JSON request per line and answers one JSON line:
 {"result": bool} or {"error": "..."}.

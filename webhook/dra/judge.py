@@ -110,7 +110,6 @@ class DeviceJudge:
         self._classes = {name: tuple(selectors) for name, selectors in classes.items()}
         self._gpu_classes = frozenset(gpu_classes)
         self._published = _Pool(published, published=True)
-        self._catalog = _catalog_pool()
         self._memo: dict[tuple[str, tuple[str, ...]], Reading | None] = {}
 
     @property
@@ -136,13 +135,13 @@ class DeviceJudge:
             return _whole_gpu() if configured else NOT_A_GPU
         both = (*class_selectors, *selectors)
         budget = _Budget()
-        for pool in (self._published, self._catalog):
+        for pool in (self._published, _catalog_pool()):
             if not pool:
                 continue
             found = _largest(pool, both, configured, budget)
             if not isinstance(found, _NoMatch):
                 return found
-        for pool in (self._published, self._catalog):
+        for pool in (self._published, _catalog_pool()):
             found = _largest(pool, class_selectors, configured, budget) if pool else _NO_MATCH
             if not isinstance(found, _NoMatch):
                 return found

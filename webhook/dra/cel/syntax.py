@@ -6,6 +6,7 @@ a macro's variable, a call's arguments and has()'s field selection the same way,
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from typing import Any, Final
@@ -20,7 +21,14 @@ from webhook.dra.cel.kinds import BOOL, LIST
 # The macros and what they give.
 MACROS: Final = {"all": BOOL, "exists": BOOL, "exists_one": BOOL, "map": LIST, "filter": LIST}
 
-_PARSER: Final = CELParser()
+
+@functools.cache
+def _parser() -> CELParser:
+    """Built on first use: building the grammar's tables takes a third of a second, which every
+    command would otherwise pay at import, judged a selector or not."""
+    return CELParser()
+
+
 # String literals and comments, so that optional syntax is looked for only in code.
 _NOT_CODE: Final = re.compile(
     r"""[rRbB]{0,2}(?:\"\"\"[\s\S]*?\"\"\"|'''[\s\S]*?'''|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')"""
@@ -31,7 +39,7 @@ _OPTIONAL_SYNTAX: Final = re.compile(r"\.\s*\?|\[\s*\?|\{\s*\?|,\s*\?")
 
 def parsed(expression: str) -> lark.Tree[Any]:
     try:
-        return _PARSER.parse(expression)
+        return _parser().parse(expression)
     except CELParseError as e:
         if _OPTIONAL_SYNTAX.search(_NOT_CODE.sub('""', expression)):
             raise UnsupportedSelector("optional field syntax is not supported") from e

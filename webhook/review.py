@@ -647,7 +647,7 @@ def _dra_reading(target: PodTarget, dra_index: DraIndex | None, namespace: str) 
     # Pods without claims pay nothing more unless some DeviceClass serves an extended resource
     # (its extendedResourceName, or the name Kubernetes gives every class).
     if not (isinstance(spec, dict) and spec.get("resourceClaims")) and not (
-        dra_index.backed or _asks_device_class(target)
+        dra_index.backed or (dra_index.may_serve_implicit and _asks_device_class(target))
     ):
         return None
     count = count_gpus(target.pod, dra_index, namespace)

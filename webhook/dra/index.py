@@ -89,6 +89,12 @@ class DraIndex:
         """True when no device is published: readings come from NVIDIA's driver's catalog."""
         return not self.judge.publishes
 
+    @property
+    def may_serve_implicit(self) -> bool:
+        """Whether a `deviceclass.resource.kubernetes.io/<class>` name can be served: only a
+        DeviceClass that exists serves one, so not once the classes are listed and none exists."""
+        return bool(self.classes) or not self.synced
+
     def backed_resources(self) -> Mapping[str, str]:
         return self.backed
 

@@ -71,9 +71,10 @@ def _gets_gpu(container: dict[str, Any], shared_names: tuple[str, ...], gpu_pod:
         return True
     section = container.get("resources")
     # A DRA claim, or a class's implicit extended resource (the scheduler makes its claim): the
-    # devices reach the container through CDI, not through this variable.
+    # devices reach the container through CDI, not through this variable. A pod found to get no
+    # GPU gets none through an implicit name either.
     return isinstance(section, dict) and (
-        bool(section.get("claims")) or resources.asks_device_class(container)
+        bool(section.get("claims")) or (gpu_pod and resources.asks_device_class(container))
     )
 
 

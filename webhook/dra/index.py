@@ -79,9 +79,6 @@ class DraIndex:
     def asks(self, devices: object) -> tuple[DeviceAsk, ...]:
         """The GPU asks of a claim's `devices` field, judged against this snapshot's classes and
         published devices; raises ClaimError naming what cannot be counted. Remembered by spec."""
-        return self.judge_asks(devices)
-
-    def judge_asks(self, devices: object) -> tuple[DeviceAsk, ...]:
         return _asks(self.judge, devices)
 
     @property

@@ -22,6 +22,17 @@ from webhook.offline import offline_deps
 from webhook.policy.loader import load_directory
 from webhook.quota.policy import parse_quota
 
+# k8s.io/api resource/v1 types.go DRAAdminNamespaceLabelKey: kube-apiserver itself admits adminAccess
+# only in namespaces labelled so.
+KUBERNETES_ADMIN = "resource.kubernetes.io/admin-access"
+# The Kubernetes documentation's admin-access example (concepts/scheduling-eviction/
+# dynamic-resource-allocation, "Admin access"): every device of a fictional driver's class.
+DOCS_ADMIN_TEMPLATE = template(
+    "large-black-cat-claim-template",
+    request("req-0", "resource.example.com", allocationMode="All", adminAccess=True),
+    namespace="monitoring",
+)
+
 INVENTORY = Inventory(
     "dra",
     (
@@ -40,6 +51,17 @@ INVENTORY = Inventory(
             "kind": "Namespace",
             "metadata": {"name": "admins", "labels": {"gpuwebhook.io/dra-admin-access": "true"}},
         },
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "monitoring", "labels": {KUBERNETES_ADMIN: "true"}},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "shouting", "labels": {KUBERNETES_ADMIN: "True"}},
+        },
+        claim("watch-all", request(allocationMode="All", adminAccess=True), namespace="monitoring"),
     ),
 )
 QUOTA = {
@@ -124,6 +146,12 @@ def test_sharing_policies_see_claimed_gpus(dispatcher: Dispatcher) -> None:
     assert "[gpu-builtin/sharing-enforced]" in mig.message and "ResourceClaim example-mig/one" in mig.message
 
 
+def test_a_pod_holding_an_admin_claim_on_every_gpu_is_admitted(dispatcher: Dispatcher) -> None:
+    monitor = pod("dcgm", claim_name="watch-all", namespace="monitoring")
+    outcome = dispatcher.admit(create(monitor, **{KUBERNETES_ADMIN: "true"}))
+    assert outcome.allowed, outcome.message
+
+
 def test_quota_counts_claims(dispatcher: Dispatcher) -> None:
     over = pod("big", claim_name="two", limits={"nvidia.com/gpu": "1"})  # 1 in use + 3 > 3
     outcome = dispatcher.admit(create(over))
@@ -141,6 +169,41 @@ CLAIM_CASES = [
         {"gpuwebhook.io/dra-admin-access": "true"},
         True,
         None,
+    ),
+    (
+        "the Kubernetes docs' admin-access template, in a namespace labelled as Kubernetes asks",
+        DOCS_ADMIN_TEMPLATE,
+        {KUBERNETES_ADMIN: "true"},
+        True,
+        None,
+    ),
+    (
+        "adminAccess on every GPU of a node, in a namespace labelled as Kubernetes asks",
+        claim("watch", request(allocationMode="All", adminAccess=True), namespace="monitoring"),
+        {KUBERNETES_ADMIN: "true"},
+        True,
+        None,
+    ),
+    (
+        "adminAccess on every GPU of a node, unlabelled",
+        claim("watch", request(allocationMode="All", adminAccess=True)),
+        {},
+        False,
+        "lacks the label resource.kubernetes.io/admin-access=true",
+    ),
+    (
+        "the label is case-sensitive",
+        claim("watch", request(adminAccess=True), namespace="shouting"),
+        {KUBERNETES_ADMIN: "True"},
+        False,
+        "adminAccess",
+    ),
+    (
+        "allocationMode All without adminAccess, in a labelled namespace",
+        claim("all", request(allocationMode="All"), namespace="monitoring"),
+        {KUBERNETES_ADMIN: "true"},
+        False,
+        "allocationMode All",
     ),
     ("more than max-per-pod", claim("many", request(count=9)), {}, False, "gpu-max-per-pod"),
     ("max-per-pod in a template", template("many", request(count=9)), {}, False, "gpu-max-per-pod"),

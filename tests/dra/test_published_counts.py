@@ -226,6 +226,14 @@ def test_admin_access_claims_are_not_gpus_but_charge_their_class() -> None:
     assert usage.resources[GPU_DEVICES] == 2
 
 
+def test_an_admin_claim_on_every_device_is_no_gpu_and_charges_the_class_its_worst_case() -> None:
+    """The same evaluator charges `allocationMode: All` the most devices one claim may hold
+    (k8s.io/api resource/v1 types.go AllocationResultsMaxSize, 32)."""
+    usage = usage_of(pod(claim_name="c"), index(claim("c", request(adminAccess=True, allocationMode="All"))))
+    assert (usage.gpus, usage.devices) == (0, 0)
+    assert usage.resources[GPU_DEVICES] == 32
+
+
 def test_a_claim_over_the_apis_32_devices_is_refused_with_its_reason() -> None:
     """dynamic-resource-allocation structured/internal/stable/allocator_stable.go, and
     k8s.io/api resource/v1 types.go AllocationResultsMaxSize."""

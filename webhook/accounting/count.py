@@ -119,7 +119,7 @@ def count_claim(obj: KubeObject, dra: DraIndex) -> GpuCount:
         asks = dra.asks(claim_devices(obj))
     except ClaimError as e:
         return GpuCount(error=str(e))
-    if any(a.all_devices for a in asks):
+    if any(a.takes_node for a in asks):
         return GpuCount(error="a request takes every matching device of a node (allocationMode All)")
     usage = claim_demand(ClaimShape("", "", asks), DEFAULT_SETTINGS)
     return GpuCount(

@@ -5,7 +5,8 @@ A claim (`spec.devices`, or a template's `spec.spec.devices`) lists requests. Ea
 the first that fits. What a request can get is judged by webhook/dra/judge.py: its class's and
 its own CEL selectors against the devices the cluster publishes. Here:
 - `exactly`: `count` devices (default 1) with `allocationMode: ExactCount` (the default); `All`
-  takes every matching device of a node, a number admission cannot know;
+  takes every matching device of a node, a number admission cannot know (with `adminAccess` it
+  takes none from their holders, and the class is charged the 32 devices a claim may hold);
 - `firstAvailable`: the alternative that takes the most counts for GPUs and memory, since any
   may be chosen; each alternative's class is charged its largest count (the rule of Kubernetes'
   ResourceQuota for claims);
@@ -79,6 +80,12 @@ class DeviceAsk:
     def charged(self) -> int:
         return self.class_count or self.count
 
+    @property
+    def takes_node(self) -> bool:
+        """`allocationMode: All` without adminAccess: every matching device of a node, taken from
+        everyone else. With adminAccess the devices stay with their holders (monitoring)."""
+        return self.all_devices and not self.admin_access
+
 
 def class_info(obj: Mapping[str, Any]) -> DeviceClassInfo:
     """A DeviceClass object: its name, CEL selectors and extendedResourceName."""
@@ -144,7 +151,7 @@ def _first_available(found: list[DeviceAsk]) -> list[DeviceAsk]:
     largest = max(found, key=_weight)
     by_class: dict[str, int] = {}
     for ask in found:
-        by_class[ask.device_class] = max(by_class.get(ask.device_class, 0), ask.count)
+        by_class[ask.device_class] = max(by_class.get(ask.device_class, 0), ask.charged)
     asks = [replace(largest, class_count=by_class.pop(largest.device_class))]
     asks.extend(
         DeviceAsk(largest.request, cls, 0, charge_only=True, class_count=count)
@@ -195,6 +202,9 @@ def _ask(
     share = share_of(reading, requested_mib)
     # A device that cannot be shared is held whole, and holds at least what was asked of it.
     memory = requested_mib if share < 1 else max(reading.memory_mib, requested_mib)
+    # Kubernetes' ResourceQuota charges `All` its worst case, the most devices a claim may hold
+    # (pkg/quota/v1/evaluator/core/resource_claims.go).
+    class_count = MAX_DEVICES_PER_CLAIM if mode == ALL else 0
     return DeviceAsk(
         name,
         class_name,
@@ -205,6 +215,7 @@ def _ask(
         memory_mib=memory,
         share=share,
         estimated=not reading.published,
+        class_count=class_count,
     )
 
 

@@ -112,7 +112,7 @@ def _entry(entry: object, namespace: str, index: DraIndex) -> ClaimShape | None:
         asks = index.asks(named.devices)
     except ClaimError as e:
         raise ClaimError(f"{source}: {e}") from e
-    all_devices = [a for a in asks if a.all_devices]
+    all_devices = [a for a in asks if a.takes_node]
     if all_devices:
         what = f"request {all_devices[0].request!r} on {all_devices[0].device_class}"
         raise ClaimError(f"{source}: {what} takes every matching device of a node (allocationMode All)")

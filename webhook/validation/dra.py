@@ -14,8 +14,10 @@ so the pod's admission judges that claim's class as its own.
 On ResourceClaims and ResourceClaimTemplates themselves, outside exempt namespaces:
 - a template under a name that a mode dra policy points pods at must have that policy's spec;
 - `allocationMode: All` on a GPU device class takes every GPU of a node: denied;
-- `adminAccess: true` reaches devices in use by others: denied unless the namespace carries
-  the label `gpuwebhook.io/dra-admin-access=true`.
+- `adminAccess: true` reaches devices in use by others: denied unless an administrator labelled
+  the namespace for it, with Kubernetes' own `resource.kubernetes.io/admin-access=true` (which
+  kube-apiserver itself requires for adminAccess) or `gpuwebhook.io/dra-admin-access=true`. Such a
+  request may take `allocationMode: All`: it monitors every device of a node and takes none.
 How many devices a claim may ask for is the `gpu-max-per-pod` constraint's job (it reads
 `input.gpu`, which counts a claim as it counts a pod holding it), and which device classes a
 namespace may use is the `gpu-dra-device-classes` constraint's.
@@ -41,6 +43,9 @@ from webhook.sharing_policy import SharingPolicy
 CLAIMS_RESOLVE = "gpu-builtin/dra-claims"
 CLAIM_RULES = "gpu-builtin/dra-claim"
 ADMIN_ACCESS_LABEL = "gpuwebhook.io/dra-admin-access"
+# k8s.io/api resource/v1 types.go DRAAdminNamespaceLabelKey.
+KUBERNETES_ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
+ADMIN_ACCESS_LABELS = (KUBERNETES_ADMIN_ACCESS_LABEL, ADMIN_ACCESS_LABEL)
 # k8s.io/api resource/v1 types.go: ResourceDeviceClassPrefix, the extended resource name every
 # DeviceClass serves (DRAExtendedResource), and ExtendedResourceClaimAnnotation, which marks the
 # claim kube-scheduler makes for such resources.
@@ -262,7 +267,8 @@ def claim_findings(
         asks = dra.asks(claim_devices(dict(obj)))
     except ClaimError as e:
         return [Finding(CLAIM_RULES, "deny", f"{subject}: {e}")]
-    admin_allowed = labels.get(ADMIN_ACCESS_LABEL) == "true"
+    # "true", case-sensitive, as kube-apiserver reads its own label.
+    admin_allowed = any(labels.get(label) == "true" for label in ADMIN_ACCESS_LABELS)
     findings = []
     for ask in asks:
         problem = _problem(ask, namespace, admin_allowed)
@@ -290,12 +296,12 @@ def _squatted(
 
 
 def _problem(ask: DeviceAsk, namespace: str, admin_allowed: bool) -> str | None:
-    if ask.all_devices:
+    if ask.takes_node:
         return f"asks for every {ask.device_class} device of a node (allocationMode All); ask for a count"
     if ask.admin_access and not admin_allowed:
         return (
             f"sets adminAccess on {ask.device_class}, which reaches devices other pods use; namespace "
-            f"{namespace} lacks the label {ADMIN_ACCESS_LABEL}=true"
+            f"{namespace} lacks the label {KUBERNETES_ADMIN_ACCESS_LABEL}=true (or {ADMIN_ACCESS_LABEL}=true)"
         )
     return None
 

@@ -115,8 +115,9 @@ def build_service(settings: Settings) -> Service:
         service = dataclasses.replace(
             service,
             record=recorder.record,
+            readiness=_with_audit(service.readiness, recorder.readiness),
             on_startup=(*service.on_startup, recorder.start),
-            on_shutdown=(writer.close, *service.on_shutdown),
+            on_shutdown=(recorder.stop, writer.close, *service.on_shutdown),
         )
     sink = audit[1].journal.append if audit is not None else None
     scan = build_periodic_scan(settings, metrics, lambda: store.current, cluster, review_settings, sink)
@@ -158,6 +159,20 @@ def _readiness(
         return Readiness(ready=store.loaded and cluster_ready, checks=checks)
 
     return readiness
+
+
+def _with_audit(
+    readiness: Callable[[], Readiness], audit: Callable[[], tuple[bool, str]]
+) -> Callable[[], Readiness]:
+    """A replica that cannot write its audit log refuses every decision (--audit-failure-mode
+    closed): unready, so the Service sends pods to replicas that can record them."""
+
+    def combined() -> Readiness:
+        state = readiness()
+        audit_ready, audit_text = audit()
+        return Readiness(ready=state.ready and audit_ready, checks={**state.checks, "audit": audit_text})
+
+    return combined
 
 
 def _missing_templates(store: PolicyStore, cluster: ClusterState, exempt: tuple[str, ...]) -> list[str]:

@@ -23,6 +23,7 @@ REQUIRED_ALERTS = {
     "GpuWebhookUnreviewedAnswers",
     "GpuWebhookPolicyLoadFailed",
     "GpuWebhookClusterCacheStale",
+    "GpuWebhookAuditUnwritable",
     "GpuNamespaceNearQuota",
     "GpuReservedButIdle",
 }

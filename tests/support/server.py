@@ -75,8 +75,10 @@ def start_server(
     ca_file: Path,
     cwd: Path | None = None,
     env: dict[str, str] | None = None,
+    prefix: Sequence[str] = (),
 ) -> ServerProcess:
-    command = [sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", *args]
+    """`prefix` runs the server under another command (nsenter into a namespace, say)."""
+    command = [*prefix, sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", *args]
     if not any(a == "--port" for a in args) and "GPU_WEBHOOK_PORT" not in (env or {}):
         command += ["--port", "0"]
     process = subprocess.Popen(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
@@ -15,6 +15,12 @@ class AuditMetrics:
         self.write_failures = Counter(
             "gpu_webhook_audit_write_failures",
             "Decisions that could not be recorded (answered per --audit-failure-mode).",
+            registry=registry,
+        )
+        self.writable = Gauge(
+            "gpu_webhook_audit_writable",
+            "1 while this worker can write its audit log; 0 from a failed write until the log "
+            "holds the outage record (in --audit-failure-mode closed, /readyz is unready meanwhile).",
             registry=registry,
         )
         self.batch = Histogram(

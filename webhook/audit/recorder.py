@@ -2,11 +2,15 @@
 
 When the log cannot be written, `failure_mode` decides: `closed` (the default)
 answers with a failure decision instead of an unrecorded one, `open` sends the
-decision anyway and counts the loss.
+decision anyway and counts the loss. A failed write also starts an outage (health.py):
+/readyz reports it, and a retry, backing off from RETRY_FIRST_SECONDS to RETRY_MAX_SECONDS,
+ends it by writing the `outage` record. A successful decision write wakes the retry at once.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime as dt
 import logging
 import os
@@ -14,6 +18,7 @@ import socket
 import uuid
 from collections.abc import Callable
 
+from webhook.audit.health import AuditHealth, outage_record
 from webhook.audit.journal import AuditWriteError
 from webhook.audit.metrics import AuditMetrics
 from webhook.audit.record import decision_record, envelope
@@ -24,6 +29,8 @@ from webhook.errors import AuditUnavailable
 from webhook.types import AdmissionRequest, Endpoint
 
 log = logging.getLogger("webhook.audit")
+RETRY_FIRST_SECONDS = 0.5
+RETRY_MAX_SECONDS = 5.0  # under the readiness probe's period x failureThreshold (10 s)
 
 
 def default_instance() -> str:
@@ -52,6 +59,10 @@ class AuditRecorder:
         self._clock = clock
         self._replica = replica or socket.gethostname()
         self._node = node
+        self.health = AuditHealth(failure_mode)
+        self._wake = asyncio.Event()
+        self._retry: asyncio.Task[None] | None = None
+        metrics.writable.set(1)
 
     async def start(self) -> None:
         """Open the log and write this worker's `start` record before any decision.
@@ -69,8 +80,20 @@ class AuditRecorder:
             await self._writer.append(entry)
         except AuditWriteError as e:
             # Decisions follow --audit-failure-mode (and are counted); a missing start record
-            # only loses a landmark.
+            # only loses a landmark, and the outage record that follows says the log was unwritable.
             log.error("audit start record not written", extra={"error": str(e)})
+            self._failed(str(e), decisions=0)
+
+    async def stop(self) -> None:
+        """Stop retrying (at shutdown, before the writer closes)."""
+        task, self._retry = self._retry, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def readiness(self) -> tuple[bool, str]:
+        return self.health.readiness()
 
     async def record(
         self, request: AdmissionRequest, endpoint: Endpoint, decision: Decision, seconds: float
@@ -87,12 +110,55 @@ class AuditRecorder:
             )
             await self._writer.append(entry)
         except AuditWriteError as e:
+            self._failed(str(e), decisions=1)
             return self._unrecorded(request, endpoint, decision, str(e))
         except Exception as e:
             log.exception("audit record could not be built", extra={"uid": request["uid"]})
             return self._unrecorded(request, endpoint, decision, type(e).__name__)
         self._metrics.records.inc()
+        if not self.health.writable:
+            self._wake.set()  # the log takes records again: write the outage record now
         return decision
+
+    def _failed(self, error: str, *, decisions: int) -> None:
+        if self.health.failed(error, self._clock(), decisions=decisions):
+            self._metrics.writable.set(0)
+            log.error(
+                "audit log unwritable; /readyz says so until the log takes records again",
+                extra={"error": error, "failure_mode": self._failure_mode},
+            )
+        if self._retry is None or self._retry.done():
+            self._retry = asyncio.get_running_loop().create_task(self._recover())
+
+    async def _recover(self) -> None:
+        """Retry the outage record until the log takes it; then the worker is writable again."""
+        delay = RETRY_FIRST_SECONDS
+        while self.health.outage is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await self._wake.wait()
+            self._wake.clear()
+            delay = min(delay * 2, RETRY_MAX_SECONDS)
+            await self._write_outage()
+
+    async def _write_outage(self) -> None:
+        outage = self.health.outage
+        if outage is None:
+            return
+        entry = outage_record(
+            outage, now=self._clock(), instance=self._instance, failure_mode=self._failure_mode
+        )
+        try:
+            record = await self._writer.append(entry)
+        except AuditWriteError:
+            return  # still unwritable: the outage goes on, already logged once
+        self.health.recovered(outage)
+        if self.health.writable:
+            self._metrics.writable.set(1)
+            log.info(
+                "audit log writable again",
+                extra={"seq": record["seq"], "unrecorded": outage.unrecorded, "since": entry["since"]},
+            )
 
     def _unrecorded(
         self, request: AdmissionRequest, endpoint: Endpoint, decision: Decision, why: str

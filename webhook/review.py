@@ -119,18 +119,18 @@ def mutate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
         return ALLOW
     target = scoped[0]
     if ephemeral:  # `kubectl debug` adds a container to a running pod
-        return _void_only(target, deps, ("ephemeralContainers",))
+        return _void_only(target, deps, scoped[1], ("ephemeralContainers",))
     # Every pod comes here, so pods without GPUs skip the shape check: the void patch reads
     # defensively, and /validate refuses a malformed pod whatever /mutate did.
     if not is_gpu_pod(target, deps.policies.shared_names, deps.dra, scoped[1]):
-        return _void_only(target, deps, gpu_pod=False)
+        return _void_only(target, deps, scoped[1], gpu_pod=False)
     try:
         shape_checked(target)
     except ShapeError as e:
         return malformed(e)
     subject = policy_subject(target, scoped[1], deps)  # a GPU pod, as asked above
     if subject.policy is None:
-        return _void_only(target, deps)
+        return _void_only(target, deps, scoped[1])
     try:
         result = mutate_object(
             request["object"] or {},
@@ -139,6 +139,8 @@ def mutate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
             placement=deps.placement,
             shape_checked=True,  # by reviewed_pod
             kubernetes_version=deps.kubernetes_version,
+            dra=deps.dra,
+            namespace=scoped[1],
         )
     except AdmissionDenied as e:
         return deny(str(e), findings=(Finding(subject.policy.name, "deny", str(e)),))
@@ -175,12 +177,18 @@ def _resource_names(target: PodTarget | None) -> set[str]:
 
 
 def _void_only(
-    target: PodTarget, deps: ReviewDeps, lists: tuple[str, ...] = void.ALL_LISTS, *, gpu_pod: bool = True
+    target: PodTarget,
+    deps: ReviewDeps,
+    namespace: str,
+    lists: tuple[str, ...] = void.ALL_LISTS,
+    *,
+    gpu_pod: bool = True,
 ) -> Decision:
     """A Pod no sharing policy rewrites: only the device variable, as a patch built directly."""
     if target.kind != "Pod":
         return ALLOW
-    patch = void.void_patch(target.pod, deps.policies.shared_names, lists, gpu_pod=gpu_pod)
+    claims = void.claim_gpus(target.pod, deps.dra, namespace)
+    patch = void.void_patch(target.pod, deps.policies.shared_names, lists, gpu_pod=gpu_pod, claims=claims)
     return Decision(allowed=True, patch=tuple(patch)) if patch else ALLOW
 
 

@@ -14,8 +14,12 @@ from typing import Any
 
 import pytest
 
+from tests.dra.objects import claim, device_class, request
+from tests.dra.test_no_wrong_denials import CHANNELS, CLASSES, documents
 from tests.support.dispatch import Admission, Dispatcher, Request, installed
 from tests.support.policies import bundled_policies
+from webhook.inventory import Inventory
+from webhook.offline import offline_deps
 from webhook.review import ReviewDeps
 
 GPU = {"nvidia.com/gpu": "1"}
@@ -339,10 +343,64 @@ def test_a_debug_container_gets_void_devices_and_the_rules(dispatcher: Dispatche
     ).allowed
 
 
-def test_a_variable_the_pod_sets_itself_is_kept_for_the_rules_to_judge(dispatcher: Dispatcher) -> None:
-    outcome = dispatcher.admit(Request("CREATE", env("NVIDIA_VISIBLE_DEVICES", "none")))
+def test_a_value_the_pod_sets_itself_is_kept_for_the_rules_to_judge(dispatcher: Dispatcher) -> None:
+    outcome = dispatcher.admit(Request("CREATE", env("NVIDIA_VISIBLE_DEVICES", "")))
     assert outcome.allowed
-    assert void_env(outcome) == [[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "none"}]]
+    assert void_env(outcome) == [[{"name": "NVIDIA_VISIBLE_DEVICES", "value": ""}]]
+
+
+NONE = {"name": VISIBLE, "value": "none"}
+VOID = {"name": VISIBLE, "value": "void"}
+# Unprefixed envFrom: allowed in a container without GPUs, and free to hold feature variables.
+FEATURES = [{"configMapRef": {"name": "fabric"}}, {"secretRef": {"name": "imex"}}]
+
+
+def hami_pod() -> Any:
+    """As HAMi's webhook leaves a pod with overwriteEnv: `none` appended to every container it gives
+    no GPU (Project-HAMi/HAMi pkg/device/nvidia/device.go MutateAdmission)."""
+    gpu = container("train", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4000"})
+    return pod(gpu, container("sidecar", env=[NONE], envFrom=FEATURES), schedulerName="hami-scheduler")
+
+
+# (case, pod): `none` keeps the toolkit's feature-gated modifiers alive, so NVIDIA_NVSWITCH,
+# NVIDIA_GDS, NVIDIA_MOFED, NVIDIA_GDRCOPY from envFrom or the image, and NVIDIA_IMEX_CHANNELS, still
+# add devices (NVIDIA/nvidia-container-toolkit internal/modifier/gated.go, cdi.go, devices.go;
+# cmd/nvidia-container-runtime-hook/container_config.go). Each must end with `void` in effect.
+NONE_ROUTES: list[tuple[str, Any]] = [
+    ("none, features from an unprefixed envFrom", pod(container(env=[NONE], envFrom=FEATURES))),
+    ("none after void: HAMi's webhook after ours, then our reinvocation", pod(container(env=[VOID, NONE]))),
+    ("none with spaces", pod(container(env=[{"name": VISIBLE, "value": " none "}]))),
+    ("none in an init container", pod(container(), initContainers=[container("setup", env=[NONE])])),
+    ("HAMi's sidecar", hami_pod()),
+]  # fmt: skip
+
+
+def effective(entries: Any) -> Any:
+    """The kubelet's reading of a container's env: the last entry of a name wins."""
+    values = [e.get("value") for e in entries or [] if e.get("name") == VISIBLE]
+    return values[-1] if values else None
+
+
+@pytest.mark.parametrize("obj", [pytest.param(o, id=n) for n, o in NONE_ROUTES])
+def test_none_on_a_container_without_gpus_becomes_void(dispatcher: Dispatcher, obj: Any) -> None:
+    outcome = dispatcher.admit(Request("CREATE", obj))
+    assert outcome.allowed, outcome.message
+    assert outcome.object is not None
+    spec = outcome.object["spec"]
+    for field in ("containers", "initContainers"):
+        for found in spec.get(field, []):
+            gets_gpu = "resources" in found
+            assert effective(found.get("env")) == (None if gets_gpu else "void"), found["name"]
+    again = dispatcher.admit(Request("CREATE", outcome.object))  # a reinvocation changes nothing
+    assert again.allowed and again.object == outcome.object
+
+
+def test_hami_keeps_its_gpu_container_as_it_was(dispatcher: Dispatcher) -> None:
+    original = hami_pod()
+    outcome = dispatcher.admit(Request("CREATE", original))
+    assert outcome.allowed and outcome.object is not None
+    assert outcome.object["spec"]["containers"][0] == original["spec"]["containers"][0]
+    assert outcome.object["spec"]["schedulerName"] == "hami-scheduler"
 
 
 def test_the_exempt_namespaces_cannot_be_created_by_just_anyone(dispatcher: Dispatcher) -> None:
@@ -378,3 +436,59 @@ def test_a_pod_update_that_changes_nothing_reviewed_is_never_sent(dispatcher: Di
     after["spec"]["activeDeadlineSeconds"] = 60
     outcome = dispatcher.admit(Request("UPDATE", after, old_object=before))
     assert outcome.allowed and outcome.called == []
+
+
+NIC_CLASS = device_class("nic.example.com", 'device.driver == "nic.example.com"')
+DRA_INVENTORY = Inventory(
+    "dra",
+    (
+        *CLASSES,
+        NIC_CLASS,
+        *CHANNELS,
+        claim("gpu"),
+        claim("nic", request("nic", "nic.example.com")),
+        claim("gpu-and-nic", request("gpu"), request("nic", "nic.example.com")),
+    ),
+)
+
+
+@pytest.fixture(scope="module")
+def dra_dispatcher() -> Iterator[Dispatcher]:
+    with installed(offline_deps(bundled_policies(), DRA_INVENTORY)) as dispatcher:
+        yield dispatcher
+
+
+def claiming(*entries: tuple[str, str, str | None]) -> Any:
+    """One container per (container, claim, request): each names a pod claim on ResourceClaim `claim`."""
+    names = sorted({c for _, c, _ in entries})
+    containers = [
+        container(name, resources={"claims": [{"name": c, **({"request": r} if r else {})}]})
+        for name, c, r in entries
+    ]
+    return pod(*containers, resourceClaims=[{"name": n, "resourceClaimName": n} for n in names])
+
+
+IMEX_POD = next(d for d in documents("channel-injection.yaml") if d["kind"] == "Pod")
+# (case, pod, the effective NVIDIA_VISIBLE_DEVICES of each container): a claim on another driver's
+# class gives no GPU, so its container is voided; NVIDIA's DRA driver's own CDI specs set `void` too
+# (NVIDIA/k8s-dra-driver-gpu cmd/compute-domain-kubelet-plugin/cdi.go), so it never conflicts.
+DRA_ROUTES: list[tuple[str, Any, list[str | None]]] = [
+    ("a container with only a NIC claim", claiming(("main", "nic", None)), ["void"]),
+    ("an IMEX channel, NVIDIA's demo", {**IMEX_POD, "metadata": {"name": "imex", "namespace": "default"}},
+     ["void"]),
+    ("a GPU claim beside a NIC sidecar", claiming(("train", "gpu", None), ("net", "nic", None)),
+     [None, "void"]),
+    ("the NIC request of a GPU-and-NIC claim", claiming(("net", "gpu-and-nic", "nic")), ["void"]),
+    ("the whole GPU-and-NIC claim", claiming(("train", "gpu-and-nic", None)), [None]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("obj", "expected"), [pytest.param(o, e, id=n) for n, o, e in DRA_ROUTES])
+def test_only_gpu_claims_keep_a_container_from_void(
+    dra_dispatcher: Dispatcher, obj: Any, expected: list[str | None]
+) -> None:
+    outcome = dra_dispatcher.admit(Request("CREATE", obj))
+    assert outcome.allowed, outcome.message
+    assert [effective(e) for e in void_env(outcome)] == expected
+    again = dra_dispatcher.admit(Request("CREATE", outcome.object))
+    assert again.object == outcome.object

@@ -7,6 +7,7 @@ from typing import Any
 
 from webhook.accounting.needs import PodNeeds
 from webhook.capacity import CapacityView
+from webhook.dra.index import DraIndex
 from webhook.kubeversion import Version
 from webhook.sharing_policy import SharingPolicy
 
@@ -22,6 +23,9 @@ class MutationContext:
     # Node requirements a rewrite adds beside the policy's own (MIG: the slice's GFD labels).
     required: list[dict[str, Any]] = field(default_factory=list)
     kubernetes_version: Version | None = None  # the cluster's, when known (native sidecars need 1.29)
+    # The DRA snapshot and the pod's namespace: which of its claims get GPUs (the device variable).
+    dra: DraIndex | None = None
+    namespace: str = ""
 
     def warn(self, message: str) -> None:
         self.warnings[message] = None  # one may say it of several containers; say it once

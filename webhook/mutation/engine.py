@@ -22,6 +22,7 @@ import orjson
 from webhook.accounting.needs import APPLIED, read_needs
 from webhook.accounting.target import PodTarget, pod_target
 from webhook.capacity import CapacityView
+from webhook.dra.index import DraIndex
 from webhook.fields import mapping
 from webhook.kubeversion import Version
 from webhook.mutation import hints, inject
@@ -81,10 +82,13 @@ def mutate_object(
     *,
     shape_checked: bool = False,
     kubernetes_version: Version | None = None,
+    dra: DraIndex | None = None,
+    namespace: str = "",
 ) -> MutationResult:
     """Apply `policy` to the pod in `obj`; AdmissionDenied or ShapeError if it cannot be admitted.
 
     `shape_checked`: the caller has already run check_pod_shape on `obj` (review() has).
+    `dra` and `namespace` resolve the pod's claims, for which containers get GPUs.
     """
     mutated = clone(obj)
     target = pod_target(mutated)
@@ -95,7 +99,14 @@ def mutate_object(
     opted_out = needs.opt_out and policy.sharing.allow_opt_out
     mode = "exclusive" if opted_out else policy.sharing.mode
     context = MutationContext(
-        policy, needs, mode, shared_names, placement=placement, kubernetes_version=kubernetes_version
+        policy,
+        needs,
+        mode,
+        shared_names,
+        placement=placement,
+        kubernetes_version=kubernetes_version,
+        dra=dra,
+        namespace=namespace,
     )
     if needs.opt_out and not opted_out:
         context.warn(f"policy {policy.name} does not allow opting out of GPU sharing; sharing applied")

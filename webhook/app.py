@@ -49,10 +49,11 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 
 def build_app(service: Service) -> Starlette:
+    lane = HeavyLane()  # one for every endpoint: they share its executor
     routes = [
-        Route("/mutate", admission_handler(service, "mutate"), methods=["POST"]),
-        Route("/validate", admission_handler(service, "validate"), methods=["POST"]),
-        Route("/validate-advisory", admission_handler(service, "advisory"), methods=["POST"]),
+        Route("/mutate", admission_handler(service, "mutate", lane), methods=["POST"]),
+        Route("/validate", admission_handler(service, "validate", lane), methods=["POST"]),
+        Route("/validate-advisory", admission_handler(service, "advisory", lane), methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz_handler(service), methods=["GET"]),
         Route("/metrics", metrics_handler(service), methods=["GET"]),
@@ -72,20 +73,34 @@ class Inflight:
         self.count = 0
 
 
-def admission_handler(service: Service, endpoint: Endpoint) -> Handler:
+class HeavyLane:
+    """Heavy reviews handed to the heavy executor and not yet finished. A review that outlives its
+    deadline keeps its place until its thread is done: a thread cannot be stopped, and counting it
+    free would queue more heavy work behind it."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def release(self, _: object) -> None:
+        self.count -= 1
+
+
+def admission_handler(service: Service, endpoint: Endpoint, lane: HeavyLane | None = None) -> Handler:
     inflight = Inflight()
+    lane = lane or HeavyLane()
 
     async def handle(request: Request) -> Response:
         started = time.perf_counter()
         deadline = started + budget_seconds(request.query_params.get("timeout"))
         log.debug("request received", extra={"endpoint": endpoint})
         try:
-            admission = await _read_review(request, service)
+            admission, size = await _read_review(request, service)
         except RequestError as e:
             return _reject(service, endpoint, e, started)
+        heavy = lane if service.heavy_executor is not None and service.is_heavy(admission, size) else None
         inflight.count += 1
         try:
-            return await _answer(service, endpoint, admission, started, deadline, inflight.count)
+            return await _answer(service, endpoint, admission, started, deadline, inflight.count, heavy)
         finally:
             inflight.count -= 1
 
@@ -99,8 +114,9 @@ async def _answer(
     started: float,
     deadline: float,
     load: int,
+    heavy: HeavyLane | None = None,
 ) -> Response:
-    decision = await _evaluate(service, admission, endpoint, deadline, load)
+    decision = await _evaluate(service, admission, endpoint, deadline, load, heavy)
     try:
         decision = await service.record(admission, endpoint, decision, time.perf_counter() - started)
     except AuditUnavailable as e:
@@ -111,18 +127,24 @@ async def _answer(
     return Response(body, media_type=JSON)
 
 
-async def _read_review(request: Request, service: Service) -> AdmissionRequest:
+async def _read_review(request: Request, service: Service) -> tuple[AdmissionRequest, int]:
+    """The request, and its body's size (for the cost estimate)."""
     _check_content_type(request)
     try:
         async with asyncio.timeout(service.body_timeout_seconds):  # no extra task, unlike wait_for
             body = await read_body(request, service.max_body_bytes)
     except TimeoutError:
         raise RequestTimeout(f"body not received within {service.body_timeout_seconds:g}s") from None
-    return parse_review(body)
+    return parse_review(body), len(body)
 
 
 async def _evaluate(
-    service: Service, admission: AdmissionRequest, endpoint: Endpoint, deadline: float, load: int
+    service: Service,
+    admission: AdmissionRequest,
+    endpoint: Endpoint,
+    deadline: float,
+    load: int,
+    heavy: HeavyLane | None = None,
 ) -> Decision:
     """Review in time, or answer at once by the failure mode: shedding load beats timing out."""
     if load > service.max_inflight:
@@ -134,6 +156,8 @@ async def _evaluate(
         return failure_decision(
             service.failure_mode, endpoint, "ran out of time", code=504, unreviewed="timeout"
         )
+    if heavy is not None:  # never on the loop, nor on the threads ordinary reviews use
+        return await _heavy_review(service, admission, endpoint, remaining, heavy)
     if not service.threaded(endpoint):
         return _decide(service.review, admission, endpoint, service)
     if service.review_now is not None:
@@ -144,6 +168,27 @@ async def _evaluate(
             service.executor, _decide, service.review, admission, endpoint, service
         )
         return await asyncio.wait_for(evaluation, remaining)
+    except TimeoutError:
+        return failure_decision(
+            service.failure_mode, endpoint, "ran out of time", code=504, unreviewed="timeout"
+        )
+
+
+async def _heavy_review(
+    service: Service, admission: AdmissionRequest, endpoint: Endpoint, remaining: float, lane: HeavyLane
+) -> Decision:
+    if lane.count >= service.max_heavy_inflight:
+        return failure_decision(
+            service.failure_mode, endpoint, "is busy with large reviews", code=429, unreviewed="overload"
+        )
+    lane.count += 1
+    log.debug("heavy review started", extra={"endpoint": endpoint, "heavy_inflight": lane.count})
+    evaluation = asyncio.get_running_loop().run_in_executor(
+        service.heavy_executor, _decide, service.review, admission, endpoint, service
+    )
+    evaluation.add_done_callback(lane.release)  # when the thread is done, not when we stop waiting
+    try:
+        return await asyncio.wait_for(asyncio.shield(evaluation), remaining)
     except TimeoutError:
         return failure_decision(
             service.failure_mode, endpoint, "ran out of time", code=504, unreviewed="timeout"

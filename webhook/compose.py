@@ -34,6 +34,7 @@ from webhook.scan.setup import build_periodic_scan
 from webhook.service import Hook, Readiness, Service
 from webhook.types import AdmissionRequest, Endpoint
 from webhook.utilization.cache import CapacityCache, build_cache
+from webhook.validation import bounds
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,8 @@ def build_service(settings: Settings) -> Service:
     strict = cluster.gate.mode == "strict"
     # Sized to the CPUs regopy can use: more threads than that only contend for the GIL (bench/).
     executor = ThreadPoolExecutor(settings.review_threads, thread_name_prefix="review")
+    # Large reviews get a thread of their own: however many arrive, ordinary ones keep theirs.
+    heavy_executor = ThreadPoolExecutor(1, thread_name_prefix="review-heavy")
     service = Service(
         review=run_review,
         # Strict quota calls the Kubernetes API from any review: never on the loop.
@@ -103,8 +106,11 @@ def build_service(settings: Settings) -> Service:
             _hook(cluster.stop),
             *((capacity.stop,) if capacity else ()),
             _hook(lambda: executor.shutdown(wait=False, cancel_futures=True)),  # never wait on a stuck review
+            _hook(lambda: heavy_executor.shutdown(wait=False, cancel_futures=True)),
         ),
         executor=executor,
+        is_heavy=_is_heavy,
+        heavy_executor=heavy_executor,
         threaded=lambda endpoint: strict or (endpoint != "mutate" and bool(store.current.constraints)),
         body_timeout_seconds=settings.body_timeout_seconds,
         max_inflight=settings.max_inflight,
@@ -124,6 +130,13 @@ def build_service(settings: Settings) -> Service:
     service = _with_background(service, scan) if scan is not None else service
     keeper = build_template_keeper(settings, metrics, lambda: store.current, cluster)
     return _with_background(service, keeper) if keeper is not None else service
+
+
+def _is_heavy(request: AdmissionRequest, body_bytes: int) -> bool:
+    """An object past a bound is not heavy: review() refuses it at once, wherever it runs, and a
+    full heavy lane must not turn that refusal into the failure mode's answer."""
+    obj, old = request.get("object"), request.get("oldObject")
+    return bounds.is_heavy(obj, old, body_bytes) and bounds.oversize(obj, old) is None
 
 
 def _with_background(service: Service, task: PeriodicScan | KeeperLoop) -> Service:

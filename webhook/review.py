@@ -35,7 +35,7 @@ from webhook.policy.model import PolicySet
 from webhook.quota.gate import QuotaGate
 from webhook.sharing_policy import SharingPolicy
 from webhook.types import AdmissionRequest, Endpoint, EnforcementAction, KubeObject
-from webhook.validation import builtin, dra
+from webhook.validation import bounds, builtin, dra
 from webhook.validation.gatekeeper import Constraint
 from webhook.validation.prechecks import fingerprint
 
@@ -114,6 +114,9 @@ def mutate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
     ephemeral = operation == "UPDATE" and request.get("subResource") == EPHEMERAL
     if (operation != "CREATE" and not ephemeral) or skipped(request, deps.settings):
         return ALLOW
+    too_large = bounds.oversize(request.get("object"), request.get("oldObject"))
+    if too_large is not None:  # before the copy and diff, whose cost grows with the object
+        return oversized(too_large)
     scoped = scoped_pod(request, deps)
     if scoped is None:
         return ALLOW
@@ -201,6 +204,9 @@ def validate(
         return ALLOW
     if skipped(request, deps.settings):
         return _unjudged(request, deps)
+    too_large = bounds.oversize(request.get("object"), request.get("oldObject"))
+    if too_large is not None:  # before Rego, whose cost grows with the object
+        return oversized(too_large, actions)
     try:
         reviewed = reviewed_pod(request, deps)
     except ShapeError as e:
@@ -551,6 +557,16 @@ def is_mirror_pod(request: AdmissionRequest) -> bool:
     metadata = obj.get("metadata") if isinstance(obj, dict) else None
     annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
     return isinstance(annotations, dict) and MIRROR_ANNOTATION in annotations
+
+
+def oversized(problem: bounds.Oversize, actions: frozenset[EnforcementAction] = ALL_ACTIONS) -> Decision:
+    """An object past a size bound is refused unreviewed; the advisory webhook, which never
+    denies, only says so."""
+    finding = Finding(bounds.SIZE, "deny" if "deny" in actions else "warn", problem.message)
+    if "deny" not in actions:
+        warning = clamp_warnings([f"{bounds.SIZE}: {problem.message}"])
+        return Decision(allowed=True, warnings=warning, findings=(finding,))
+    return deny(f"[{bounds.SIZE}] {problem.message}", code=413, findings=(finding,))
 
 
 def malformed(error: ShapeError) -> Decision:

@@ -49,3 +49,9 @@ class Service:
     executor: Executor | None = None  # where threaded reviews run; None: the loop's default
     body_timeout_seconds: float = 10.0
     max_inflight: int = 256
+    # A cost estimate (the request and its body's size): True sends the review to `heavy_executor`,
+    # a lane of its own that holds at most `max_heavy_inflight` of them, so heavy reviews never
+    # take the threads and the event loop that ordinary ones need.
+    is_heavy: Callable[[AdmissionRequest, int], bool] = lambda _, __: False
+    heavy_executor: Executor | None = None
+    max_heavy_inflight: int = 2

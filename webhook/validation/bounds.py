@@ -1,0 +1,242 @@
+"""What one review may cost: counts no real pod reaches, refused before any work that grows with
+the object. Pure.
+
+Why bounds and not only faster rules: the in-process Rego engine (regopy 1.5) builds a set of N
+distinct elements in time proportional to N squared, and every rule's `violation` is such a set.
+Measured on a 2-core machine through review() with the security bundle: 256 containers' worth
+of refused env entries took 1.3 s, 512 took 5 s, 1,024 took 26 s; 1,000 distinct hostPath
+volumes took 27 s. Setting the input itself costs about 5 microseconds a JSON value. So every
+list that a rule walks, and so every set a rule can build, is bounded here, summed over the
+pod's containers (a rule's set gathers every container's entries), and so is the whole object.
+Kubernetes itself bounds few of these lists (its API validation sets no count on containers,
+env, volumes, ports or capabilities); where it does, its bound is quoted. docs/security.md lists
+each bound with its reason.
+
+The check runs first in review() on /mutate and /validate, so `gpu-webhook review` and `scan`
+refuse the same objects as the server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from webhook.accounting.target import PodTarget, pod_target
+from webhook.types import KubeObject
+
+SIZE = "gpu-builtin/size"
+
+# JSON values in one object (the object and the old object are counted apart). The largest real
+# pods seen (ten containers, hundreds of env entries, managedFields, last-applied-configuration)
+# hold a few thousand; Rego's input then costs about 0.2 s at this bound on a 2-core machine.
+MAX_VALUES = 32_768
+
+# Lists summed over every container of the pod (containers, init and ephemeral ones).
+CONTAINER_BOUNDS: tuple[tuple[tuple[str, ...], str, int], ...] = (
+    (("env",), "env entries", 256),
+    (("envFrom",), "envFrom sources", 32),
+    (("ports",), "container ports", 128),
+    (("volumeMounts",), "volume mounts", 128),
+    (("volumeDevices",), "volume devices", 64),
+    (("resources", "claims"), "container resource claims", 128),
+)
+# Linux defines 41 capabilities (include/uapi/linux/capability.h, CAP_LAST_CAP is
+# CAP_CHECKPOINT_RESTORE, number 40); with ALL, and each spelled with and without CAP_, a list
+# never needs more than 84 entries.
+MAX_CAPABILITIES_PER_LIST = 84
+MAX_CAPABILITIES = 128  # add and drop, over every container
+MAX_RESOURCE_NAMES = 256  # limits and requests, over every container
+MAX_CONTAINERS = 64  # containers, initContainers and ephemeralContainers together
+
+POD_BOUNDS: tuple[tuple[str, str, int], ...] = (
+    ("volumes", "volumes", 128),
+    ("tolerations", "tolerations", 256),
+    ("resourceClaims", "pod resource claims", 128),
+    ("hostAliases", "host aliases", 256),
+    ("imagePullSecrets", "image pull secrets", 256),
+    ("topologySpreadConstraints", "topology spread constraints", 64),
+    ("readinessGates", "readiness gates", 64),
+    ("schedulingGates", "scheduling gates", 64),
+)
+# Node affinity's terms, and pod affinity's and anti-affinity's, required and preferred.
+AFFINITY_TERMS: tuple[tuple[str, ...], ...] = (
+    ("nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"),
+    ("nodeAffinity", "preferredDuringSchedulingIgnoredDuringExecution"),
+    ("podAffinity", "requiredDuringSchedulingIgnoredDuringExecution"),
+    ("podAffinity", "preferredDuringSchedulingIgnoredDuringExecution"),
+    ("podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution"),
+    ("podAntiAffinity", "preferredDuringSchedulingIgnoredDuringExecution"),
+)
+MAX_AFFINITY_TERMS = 128
+METADATA_BOUNDS: tuple[tuple[str, str, int], ...] = (
+    ("labels", "labels", 128),
+    ("annotations", "annotations", 128),
+    ("ownerReferences", "owner references", 64),
+    ("finalizers", "finalizers", 64),
+)
+_ALL_CONTAINERS = ("containers", "initContainers", "ephemeralContainers")
+HINT = "the webhook reviews no more, so that every review finishes in time"
+
+
+@dataclass(frozen=True)
+class Oversize:
+    """Why an object is too large to review: one line, naming the part and the bound."""
+
+    message: str
+
+
+def oversize(obj: KubeObject | None, old: KubeObject | None = None) -> Oversize | None:
+    """The first bound the object (or the old object of an UPDATE) exceeds, if any."""
+    for which, subject in (("", obj), ("old object: ", old)):
+        problem = _problem(subject)
+        if problem is not None:
+            return Oversize(f"{which}{problem}; {HINT}")
+    return None
+
+
+def _problem(obj: KubeObject | None) -> str | None:
+    if not isinstance(obj, dict):
+        return None
+    values = count_values(obj, MAX_VALUES)
+    if values > MAX_VALUES:
+        return f"{_describe(obj)} holds more than {MAX_VALUES} JSON values"
+    target = pod_target(obj)
+    metadata = obj.get("metadata")
+    found = _metadata_problem(metadata) if isinstance(metadata, dict) else None
+    if found is None and target is not None and target.pod is not obj:
+        found = _metadata_problem(target.metadata)
+    if found is None and target is not None:
+        found = _pod_problem(target)
+    return f"{_describe(obj)}: {found}" if found is not None else None
+
+
+def count_values(obj: Any, limit: int) -> int:
+    """JSON values in `obj`, counted up to just past `limit`.
+
+    Each value takes at least one byte of JSON, so an object whose serialization is no longer
+    than `limit` is under it without a walk: the walk is paid only by large objects.
+    """
+    try:
+        size = len(orjson.dumps(obj))
+    except orjson.JSONEncodeError:  # an integer beyond 64 bits, from YAML: count by walking
+        size = limit + 1
+    if size <= limit:
+        return size  # an upper bound, enough to say "within"
+    seen, stack = 0, [obj]
+    while stack and seen <= limit:
+        node = stack.pop()
+        seen += 1
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return seen
+
+
+def _metadata_problem(metadata: dict[str, Any]) -> str | None:
+    for key, what, limit in METADATA_BOUNDS:
+        count = _length(metadata.get(key))
+        if count > limit:
+            return f"{count} {what}, more than {limit}"
+    return None
+
+
+def _pod_problem(target: PodTarget) -> str | None:
+    spec = target.spec
+    containers = list(_containers(spec))
+    if len(containers) > MAX_CONTAINERS:
+        return f"{len(containers)} containers, more than {MAX_CONTAINERS}"
+    for key, what, limit in POD_BOUNDS:
+        count = _length(spec.get(key))
+        if count > limit:
+            return f"{count} {what}, more than {limit}"
+    for path, what, limit in CONTAINER_BOUNDS:
+        count = sum(_length(_at(c, path)) for c in containers)
+        if count > limit:
+            return f"{count} {what} over its containers, more than {limit}"
+    terms = sum(_length(_at(spec, ("affinity", *path))) for path in AFFINITY_TERMS)
+    if terms > MAX_AFFINITY_TERMS:
+        return f"{terms} affinity terms, more than {MAX_AFFINITY_TERMS}"
+    return _capability_problem(containers) or _resource_problem(containers)
+
+
+def _capability_problem(containers: list[dict[str, Any]]) -> str | None:
+    total = 0
+    for container in containers:
+        for key in ("add", "drop"):
+            count = _length(_at(container, ("securityContext", "capabilities", key)))
+            if count > MAX_CAPABILITIES_PER_LIST:
+                name = container.get("name", "?")
+                return (
+                    f"container {name!r} lists {count} capabilities to {key}, more than the "
+                    f"{MAX_CAPABILITIES_PER_LIST} spellings of Linux's 41"
+                )
+            total += count
+    if total > MAX_CAPABILITIES:
+        return f"{total} capability entries over its containers, more than {MAX_CAPABILITIES}"
+    return None
+
+
+def _resource_problem(containers: list[dict[str, Any]]) -> str | None:
+    total = sum(_length(_at(c, ("resources", s))) for c in containers for s in ("limits", "requests"))
+    if total > MAX_RESOURCE_NAMES:
+        return f"{total} resource limits and requests over its containers, more than {MAX_RESOURCE_NAMES}"
+    return None
+
+
+def _containers(spec: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    for key in _ALL_CONTAINERS:
+        listed = spec.get(key)
+        if isinstance(listed, list):
+            yield from (c for c in listed if isinstance(c, dict))
+
+
+def _at(node: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
+
+
+def _length(value: Any) -> int:
+    return len(value) if isinstance(value, list | dict) else 0
+
+
+def _describe(obj: dict[str, Any]) -> str:
+    metadata = obj.get("metadata")
+    name = metadata.get("name") or metadata.get("generateName") if isinstance(metadata, dict) else None
+    kind = obj.get("kind")
+    kind = kind if isinstance(kind, str) else "object"
+    return f"{kind} {name}" if isinstance(name, str) and name else kind
+
+
+# An ordinary review: a pod whose lists that rules walk hold fewer entries than this, in a body
+# smaller than HEAVY_BYTES. Each rule's sets then stay small enough that regopy's squared cost
+# does not show (96 entries: about 0.15 s at worst; the training pod of bench/ has 25). The server
+# runs other reviews in a lane of their own, so that a few of them cannot take every thread from
+# ordinary ones.
+HEAVY_ENTRIES = 96
+HEAVY_BYTES = 128 * 1024
+
+
+def is_heavy(obj: KubeObject | None, old: KubeObject | None, body_bytes: int) -> bool:
+    """Whether a review may cost far more than an ordinary one (a cost estimate, not a bound)."""
+    return body_bytes > HEAVY_BYTES or walked_entries(obj) + walked_entries(old) > HEAVY_ENTRIES
+
+
+def walked_entries(obj: KubeObject | None) -> int:
+    """Entries of the lists this module bounds: what rules walk one by one."""
+    target = pod_target(obj) if isinstance(obj, dict) else None
+    if target is None:
+        return 0
+    spec, metadata = target.spec, target.metadata
+    containers = list(_containers(spec))
+    entries = len(containers) + sum(_length(spec.get(key)) for key, _, _ in POD_BOUNDS)
+    entries += sum(_length(metadata.get(key)) for key, _, _ in METADATA_BOUNDS)
+    for container in containers:
+        entries += sum(_length(_at(container, path)) for path, _, _ in CONTAINER_BOUNDS)
+        capabilities = _at(container, ("securityContext", "capabilities"))
+        entries += _length(_at(capabilities, ("add",))) + _length(_at(capabilities, ("drop",)))
+    return entries

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from tests.support.policies import bundled_policies
 from tests.support.reviews import make_review
 from webhook.review import ReviewDeps, ReviewSettings, review
+from webhook.types import Endpoint
 from webhook.validation import bounds
 
 Edit = Callable[[dict[str, Any]], None]
@@ -213,7 +214,7 @@ HEAVY_POD = _with(_capabilities(10_000))  # the red-team's pod: ~180 KiB, 1.5 ms
     ],
 )
 def test_review_refuses_an_oversized_object_before_any_rule(
-    endpoint: str, operation: str, workload: bool
+    endpoint: Endpoint, operation: str, workload: bool
 ) -> None:
     obj = _deployment(HEAVY_POD) if workload else HEAVY_POD
     request = make_review(obj, operation=operation, old=copy.deepcopy(obj) if operation == "UPDATE" else None)

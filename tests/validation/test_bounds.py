@@ -195,7 +195,7 @@ def test_values_are_counted_exactly_past_the_shortcut() -> None:
     """Under MAX_VALUES bytes the serialization bounds the count; past it the walk counts."""
     assert bounds.count_values({"a": [1, 2, 3]}, 10) <= 10
     assert bounds.count_values({"a": ["x" * 50] * 3}, 10) == 5  # the object, the list, three strings
-    assert bounds.count_values({"a": list(range(100))}, 10) == 11  # stops just past the limit
+    assert bounds.count_values({"a": list(range(100))}, 10) == 102  # past the limit: no further walk
     assert bounds.count_values({"a": 2**70}, 10) == 2  # orjson refuses the integer: walked
 
 

@@ -114,7 +114,7 @@ def _problem(obj: KubeObject | None) -> str | None:
 
 
 def count_values(obj: Any, limit: int) -> int:
-    """JSON values in `obj`, counted up to just past `limit`.
+    """JSON values in `obj`, exactly up to `limit`; past it, some count above it.
 
     Each value takes at least one byte of JSON, so an object whose serialization is no longer
     than `limit` is under it without a walk: the walk is paid only by large objects.
@@ -125,14 +125,12 @@ def count_values(obj: Any, limit: int) -> int:
         size = limit + 1
     if size <= limit:
         return size  # an upper bound, enough to say "within"
-    seen, stack = 0, [obj]
+    seen, stack = 1, [obj]  # containers still to open; every value is counted when first seen
     while stack and seen <= limit:
         node = stack.pop()
-        seen += 1
-        if isinstance(node, dict):
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
+        children = node.values() if isinstance(node, dict) else node
+        seen += len(children)
+        stack.extend(child for child in children if isinstance(child, dict | list))
     return seen
 
 

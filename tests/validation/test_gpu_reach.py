@@ -153,6 +153,14 @@ ESCAPES: list[tuple[str, Any, str]] = [
     ("NVSwitch", env("NVIDIA_NVSWITCH", "enabled"), "NVIDIA_NVSWITCH"),
     ("GDS", env("NVIDIA_GDS", "enabled"), "NVIDIA_GDS"),
     ("GDRCopy", env("NVIDIA_GDRCOPY", "enabled"), "NVIDIA_GDRCOPY"),
+    # NVIDIA/nvidia-container-toolkit internal/discover/mofed.go, nvswitch.go: the node's, not the GPUs'.
+    ("MOFED on a GPU container", env("NVIDIA_MOFED", "enabled", gpu=True), "NVIDIA_MOFED"),
+    ("NVSwitch on a GPU container", env("NVIDIA_NVSWITCH", "enabled", gpu=True), "NVIDIA_NVSWITCH"),
+    ("IMEX channels on a GPU container", env("NVIDIA_IMEX_CHANNELS", "0", gpu=True), "NVIDIA_IMEX_CHANNELS"),
+    ("GDRCopy from a ConfigMap on a GPU container",
+     env("NVIDIA_GDRCOPY", gpu=True, valueFrom={"configMapKeyRef": {"name": "c", "key": "k"}}), "valueFrom"),
+    ("GDS in the sidecar of a GPU pod", pod(container(limits=GPU), container("side", env=[
+        {"name": "NVIDIA_GDS", "value": "enabled"}])), "container <side> sets NVIDIA_GDS"),
     ("MIG monitor devices", env("NVIDIA_MIG_MONITOR_DEVICES", "all"), "NVIDIA_MIG_MONITOR_DEVICES"),
     ("MIG config devices", env("NVIDIA_MIG_CONFIG_DEVICES", "all"), "NVIDIA_MIG_CONFIG_DEVICES"),
     ("a device variable from a Secret",
@@ -267,6 +275,10 @@ LEGITIMATE: list[tuple[str, Any, bool]] = [
     ("RDMA's IPC_LOCK", capability("IPC_LOCK"), True),
     ("envFrom without a prefix, no GPU", pod(container(envFrom=[{"configMapRef": {"name": "c"}}])), True),
     ("a GPU pod", pod(container(limits=GPU)), True),
+    # NVIDIA/nvidia-container-toolkit internal/discover/gdrcopy.go, gds.go: the container's own GPU memory.
+    ("a DeepSeek wide-EP worker: 8 GPUs with GDRCopy", pod(container(limits={"nvidia.com/gpu": "8"}, env=[
+        {"name": "NVIDIA_GDRCOPY", "value": "enabled"}])), True),
+    ("GDS on a GPU container", env("NVIDIA_GDS", "enabled", gpu=True), True),
     ("8 GPUs", pod(container(limits={"nvidia.com/gpu": "8"})), True),
     ("the GPU Operator's device plugin", operator_pod("nvidia-device-plugin-x", containers=[DEVICE_PLUGIN],
         volumes=[{"name": "device-plugin", "hostPath": {"path": "/var/lib/kubelet/device-plugins"}}]), False),
@@ -492,3 +504,27 @@ def test_only_gpu_claims_keep_a_container_from_void(
     assert [effective(e) for e in void_env(outcome)] == expected
     again = dra_dispatcher.admit(Request("CREATE", outcome.object))
     assert again.object == outcome.object
+
+
+def with_env(obj: Any, *entries: dict[str, Any]) -> Any:
+    found = copy.deepcopy(obj)
+    for item in found["spec"]["containers"]:
+        item["env"] = list(entries)
+    return found
+
+
+GDRCOPY = {"name": "NVIDIA_GDRCOPY", "value": "enabled"}
+# (case, pod, allowed): GDRCopy on a container only if its claims resolve to GPU devices.
+DRA_FEATURES = [
+    ("GDRCopy on a GPU claim", with_env(claiming(("train", "gpu", None)), GDRCOPY), True),
+    ("GDRCopy on a NIC claim", with_env(claiming(("net", "nic", None)), GDRCOPY), False),
+    ("GDRCopy on the NIC request of a GPU-and-NIC claim",
+     with_env(claiming(("net", "gpu-and-nic", "nic")), GDRCOPY), False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("obj", "allowed"), [pytest.param(o, a, id=n) for n, o, a in DRA_FEATURES])
+def test_gpu_features_need_a_gpu_claim(dra_dispatcher: Dispatcher, obj: Any, allowed: bool) -> None:
+    outcome = dra_dispatcher.admit(Request("CREATE", obj))
+    assert outcome.allowed is allowed, outcome.message
+    assert allowed or "sets NVIDIA_GDRCOPY" in outcome.message

@@ -202,7 +202,9 @@ SECURITY_CONTEXTS = _mostly(
     one_in=3,
 )
 ENV_VALUES = _mostly(
-    st.sampled_from(["void", "all", "none", "", "0", "compute,utility", " video , graphics", "all,compute"]),
+    st.sampled_from(
+        ["void", "all", "none", "", "0", "compute,utility", " video , graphics", "all,compute", "enabled"]
+    ),
     [ABSENT, None, 5, "\tcompute", "Compute", "void\u00a0"],
     one_in=6,
 )
@@ -449,6 +451,7 @@ PARAMETERS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
         ),
         allowEnvFrom=st.sampled_from([False, True, "yes", None, 1]),
         allowedEnvFrom=_list_param(["a", "s"], WRONG_LISTS),
+        allowedGpuFeatures=_list_param(["NVIDIA_GDRCOPY", "NVIDIA_MOFED"], WRONG_LISTS),
     ),
     "GpuDeviceListMounts": _parameters(),
     "GpuHostNamespaces": _parameters(allowHostNetwork=st.sampled_from([False, True, "yes", None, 1])),

@@ -14,7 +14,7 @@ rules that count deny it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -29,6 +29,7 @@ from webhook.accounting.demand import (
 from webhook.accounting.target import pod_target
 from webhook.dra.devices import ClaimError
 from webhook.dra.index import EMPTY, GROUP, DraIndex
+from webhook.dra.requests import gpu_requests
 from webhook.dra.resolve import ClaimShape
 from webhook.dra.versions import as_v1
 from webhook.types import KubeObject
@@ -48,12 +49,19 @@ class GpuCount:
     shape: PodShape | None = field(default=None, compare=False, repr=False)
     # DRA claims judged without published devices: by the largest device their class could select.
     estimated: bool = False
+    # The pod's resolved claims by their pod-level name: the requests of each that get GPU devices
+    # (none: another driver's devices only). Claims that cannot be resolved are left out.
+    claims: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
 
     def as_input(self) -> dict[str, Any]:
-        """`input.gpu` for Rego: {"devices": N, "resources": {...}, "names": [...]} or {"error": "..."}."""
+        """`input.gpu` for Rego: {"devices": N, "resources": {...}, "names": [...]} and, for a pod
+        with resolved claims, {"claims": {name: [request, ...]}}; or {"error": "..."}."""
         if self.error is not None:
             return {"error": self.error}
-        return {"devices": self.devices, "resources": dict(self.resources), "names": list(self.names)}
+        found = {"devices": self.devices, "resources": dict(self.resources), "names": list(self.names)}
+        if self.claims:
+            found["claims"] = {name: list(requests) for name, requests in self.claims.items()}
+        return found
 
 
 NO_GPUS = GpuCount()
@@ -70,7 +78,18 @@ def count_gpus(pod: KubeObject, dra: DraIndex | None = None, namespace: str = ""
         shape = pod_shape(pod, dra, namespace)
     except QuotaInputError as e:
         return GpuCount(error=str(e))
-    return NO_GPUS if shape is None else count_shape(shape)
+    count = NO_GPUS if shape is None else count_shape(shape)
+    claims = _resolved_claims(pod, dra, namespace)
+    return replace(count, claims=claims) if claims else count
+
+
+def _resolved_claims(pod: KubeObject, dra: DraIndex | None, namespace: str) -> dict[str, tuple[str, ...]]:
+    """Which claims' requests get GPUs, for rules that judge containers (gpu-no-device-environment)."""
+    spec = pod.get("spec")
+    if dra is None or not isinstance(spec, dict) or not spec.get("resourceClaims"):
+        return {}
+    found = gpu_requests(pod, namespace, dra).items()
+    return {name: tuple(sorted(requests)) for name, requests in found if requests is not None}
 
 
 def count_shape(shape: PodShape) -> GpuCount:

@@ -32,7 +32,7 @@ PRECHECKS: dict[str, Precheck] = {
     "9c7ea3cb8b79703bc191d3857842bd9592f11945952f13b075ec5bba6f9777f6": bundle.added_capabilities,
     "135a9ba110bf330ccf0a1ce72172a10a656d98000204cbb9aa5dc6cf59a04eba": bundle.allowed_registries,
     "c8df9807787728f0a2a3708d1ccf3c2a6f48b268ac34fdc4ed0c5874d702e2c3": bundle.cdi_annotations,
-    "0ea42532a87df8815f01c8fa86b681de3bc5003f019f8ea07c7a4a897e7e28d2": bundle.device_environment,
+    "c846b5fda1917db15cb6fa4a757ed8e672886cb87d47e6170f990ad9ebb0c00b": bundle.device_environment,
     "94b2ddd75829f1476663307f34a9bd3e292ca623e4dca4aafee2195a085d3a8e": bundle.device_list_mounts,
     "84552a311043d937a0263e7f239bc80049a88c0cb8d51feebb85d672253fbf6f": bundle.host_namespaces,
     "9332878486751a9f86e7a913c05f2597103be065f6d7a858f96d5c344db58268": bundle.host_paths,

@@ -123,7 +123,8 @@ def _normal(capability: str) -> str:
 
 # GpuDeviceEnvironment: no device variable but void, none or empty; driver capabilities from the
 # allowed list; no envFrom prefix that could spell a device variable; no envFrom without a prefix
-# in a container that gets GPUs.
+# in a container that gets GPUs. A GPU feature set to `enabled` (allowedGpuFeatures) is left to
+# Rego: only Rego knows which DRA claims get GPUs (input.gpu.claims).
 
 _DEVICE_VARIABLES = [v.name for v in vendors.DEVICE_VARIABLES if not v.prefix]
 _DEVICE_PREFIXES = [v.name for v in vendors.DEVICE_VARIABLES if v.prefix]

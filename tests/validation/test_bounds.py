@@ -6,12 +6,15 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.cli import gpu_webhook
 from tests.support.policies import bundled_policies
 from tests.support.reviews import make_review
 from webhook.review import ReviewDeps, ReviewSettings, review
@@ -259,3 +262,14 @@ def test_exempt_namespaces_are_never_measured() -> None:
 )
 def test_the_cost_estimate(obj: dict[str, Any] | None, body: int, heavy: bool) -> None:
     assert bounds.is_heavy(obj, None, body) is heavy
+
+
+def test_offline_review_refuses_what_the_server_refuses(tmp_path: Path) -> None:
+    """`gpu-webhook review` calls the same review(): the red-team's pod is refused by size."""
+    manifest = tmp_path / "pod.json"
+    manifest.write_bytes(orjson.dumps(HEAVY_POD))
+    result = gpu_webhook("review", str(manifest), "-o", "json", cwd=tmp_path)
+    assert result.returncode != 0, result.stderr
+    outcome = orjson.loads(result.stdout)[0]
+    assert outcome["allowed"] is False
+    assert outcome["status"]["message"].startswith(f"[{bounds.SIZE}] Pod train: container 'c' lists 10000")

@@ -339,11 +339,15 @@ def test_debug_containers_are_reviewed_on_gpu_pods_too(cel: CelProcess, conditio
 
 def test_every_condition_compiles_and_a_broken_one_would_not(cel: CelProcess, conditions: Conditions) -> None:
     expressions = {expression for group in conditions.values() for expression in group}
-    assert len(expressions) == 8  # distinct texts; shared ones (the mirror pods, pod updates) count once
+    # Distinct texts; shared ones (the mirror pods, pod updates, bindings) count once.
+    assert len(expressions) == 9
     for expression in expressions:
         cel.compile(expression)
     with pytest.raises(Exception, match="CELParseError"):
         cel.compile(next(iter(expressions)) + ")")
+
+
+KUBERNETES_ADMIN = {"resource.kubernetes.io/admin-access": "true"}
 
 
 def _namespace(labels: dict[str, str] | None) -> dict[str, Any]:
@@ -362,6 +366,14 @@ def _namespace(labels: dict[str, str] | None) -> dict[str, Any]:
         (None, {"gpuwebhook.io/ignore": "false"}, True),
         ({"team": "a"}, {"team": "b"}, False),
         (None, None, False),
+        # An exempted namespace whose other labels change: nothing guarded changes, nothing is sent.
+        ({"gpuwebhook.io/ignore": "true", "team": "a"}, {"gpuwebhook.io/ignore": "true"}, False),
+        # The admin-access labels, ours and Kubernetes' (k8s.io/api resource/v1/types.go).
+        ({"gpuwebhook.io/dra-admin-access": "true"}, None, True),
+        ({"resource.kubernetes.io/admin-access": "true"}, {}, True),
+        ({}, {"resource.kubernetes.io/admin-access": "true"}, True),
+        ({"gpuwebhook.io/dra-admin-access": "false"}, {"gpuwebhook.io/dra-admin-access": "true"}, True),
+        (KUBERNETES_ADMIN, KUBERNETES_ADMIN, False),
     ],
 )
 def test_only_requests_touching_the_ignore_label_reach_the_namespace_guard(
@@ -408,3 +420,103 @@ def test_the_gpu_pod_conditions_name_the_vendor_catalog(conditions: Conditions, 
     a name added to the catalog must be added here too, or its pods would skip the GPU webhook."""
     expected = " ".join(names.cel_name_test("name").split())
     assert any(expected in " ".join(expression.split()) for expression in conditions[webhook])
+
+
+@pytest.mark.parametrize("sub", ["status", "finalize"])
+@pytest.mark.parametrize(
+    ("new", "old", "sent"),
+    [
+        ({"gpuwebhook.io/ignore": "true"}, {}, True),
+        ({"resource.kubernetes.io/admin-access": "true"}, {"team": "a"}, True),
+        ({}, {"gpuwebhook.io/dra-admin-access": "true"}, True),
+        # The namespace controller's own status and finalize updates change no label.
+        ({"gpuwebhook.io/ignore": "true"}, {"gpuwebhook.io/ignore": "true"}, False),
+        ({"team": "a"}, {"team": "a"}, False),
+    ],
+)
+def test_namespace_subresources_that_change_a_guarded_label_reach_the_guard(
+    cel: CelProcess, conditions: Conditions, sub: str, new: dict[str, str], old: dict[str, str], sent: bool
+) -> None:
+    """kubernetes/kubernetes pkg/registry/core/namespace/strategy.go: the status and finalize
+    strategies keep the metadata they are sent, so either may change labels."""
+    activation = {
+        "object": _namespace(new),
+        "oldObject": _namespace(old),
+        "request": {
+            "operation": "UPDATE",
+            "resource": {"group": "", "version": "v1", "resource": "namespaces"},
+            "subResource": sub,
+        },
+    }
+    assert matches(cel, conditions["namespaces.validate.gpuwebhook.io"], **activation) is sent
+
+
+def _status_update(obj: dict[str, Any], change: str) -> dict[str, Any]:
+    """A pods/status UPDATE as validating webhooks see it: the spec is the stored one
+    (kubernetes/kubernetes pkg/registry/core/pod/strategy.go, podStatusStrategy.PrepareForUpdate)."""
+    new = copy.deepcopy(obj)
+    new["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    if change == "annotation":
+        new["metadata"]["annotations"] = {"hami.io/vgpu-node": "n1"}
+    elif change == "label":
+        new["metadata"]["labels"] = {"runai-gpu-group": "g"}
+    elif change == "KAI fraction":
+        new["metadata"]["annotations"] = {gpu.KAI_FRACTION: "0.5"}
+    return new
+
+
+@pytest.mark.parametrize("gpu_pod", [True, False])
+@pytest.mark.parametrize(
+    ("change", "sent"), [("annotation", True), ("label", True), ("KAI fraction", True), ("", False)]
+)
+def test_status_updates_are_reviewed_only_when_labels_or_annotations_change(
+    cel: CelProcess, conditions: Conditions, gpu_pod: bool, change: str, sent: bool
+) -> None:
+    """The kubelet updates pods/status all the time and changes no metadata: never sent, since
+    these webhooks fail closed. A status update that writes labels or annotations reaches exactly
+    one enforcing webhook, chosen by the pod's GPUs as for a pod update."""
+    limits = {gpu.GPU: "1"} if gpu_pod else None
+    old = pod([container("a", limits=limits)], annotations={})
+    new = _status_update(old, change)
+    update = request("UPDATE", sub="status")
+    enforcing = GPU_PODS if gpu_pod or change == "KAI fraction" else WORKLOADS
+    other = WORKLOADS if enforcing == GPU_PODS else GPU_PODS
+    assert matches(cel, conditions[enforcing], object=new, oldObject=old, request=update) is sent, change
+    assert not matches(cel, conditions[other], object=new, oldObject=old, request=update), change
+    assert matches(cel, conditions[ADVISORY], object=new, oldObject=old, request=update) is sent
+
+
+def _binding(annotations: dict[str, str] | None) -> dict[str, Any]:
+    """A v1 Binding as kube-scheduler's default binder sends it, with the annotations it would copy
+    onto the pod (pkg/registry/core/pod/storage/storage.go, setPodHostAndAnnotations)."""
+    metadata: dict[str, Any] = {"name": "p", "namespace": "team-a", "uid": "1d2e"}
+    if annotations is not None:
+        metadata["annotations"] = annotations
+    target = {"kind": "Node", "name": "n1"}
+    return {"apiVersion": "v1", "kind": "Binding", "metadata": metadata, "target": target}
+
+
+@pytest.mark.parametrize(
+    ("annotations", "sent"),
+    [
+        ({"hami.io/vgpu-node": "n1"}, True),
+        ({"cdi.k8s.io/gpu": "nvidia.com/gpu=all"}, True),
+        ({gpu.KAI_FRACTION: "0.5"}, True),
+        ({}, False),
+        (None, False),
+    ],
+)
+def test_only_bindings_that_write_annotations_are_sent_and_to_the_gpu_webhook(
+    cel: CelProcess, conditions: Conditions, annotations: dict[str, str] | None, sent: bool
+) -> None:
+    """kube-scheduler binds every pod: its bindings carry no annotations (kubernetes/kubernetes
+    pkg/scheduler/framework/plugins/defaultbinder/default_binder.go) and never reach us. A
+    Binding says nothing of the pod's GPUs, so the fail-closed gpu-pods webhook takes them all."""
+    binding = {
+        **request("CREATE", sub="binding"),
+        "kind": {"group": "", "version": "v1", "kind": "Binding"},
+    }
+    obj = _binding(annotations)
+    assert matches(cel, conditions[GPU_PODS], object=obj, request=binding) is sent
+    assert matches(cel, conditions[ADVISORY], object=obj, request=binding) is sent
+    assert not matches(cel, conditions[WORKLOADS], object=obj, request=binding)

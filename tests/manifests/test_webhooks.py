@@ -134,19 +134,31 @@ def test_the_mutating_webhooks_split_pods_by_the_validating_gpu_condition(hooks:
     """The same GPU test as gpu-pods.validate (less its ResourceClaim clause, which /mutate never
     sees), negated for the other: no pod is mutated twice, none is left out."""
     gpu_pod = _conditions(hooks[GPU_MUTATE])["gpu-pod"]
-    assert (
-        _conditions(hooks[GPU_PODS])["gpu-pod"] == f"request.resource.group == 'resource.k8s.io' || {gpu_pod}"
-    )
+    claims_and_bindings = "request.resource.group == 'resource.k8s.io' || request.subResource == 'binding'"
+    assert _conditions(hooks[GPU_PODS])["gpu-pod"] == f"{claims_and_bindings} || {gpu_pod}"
     assert _conditions(hooks[NON_GPU_MUTATE])["not-a-gpu-pod"] == f"request.subResource != '' || !({gpu_pod})"
 
 
 def test_the_gpu_webhooks_split_pods_by_one_gpu_condition(hooks: dict[str, Webhook]) -> None:
     """Same text, negated: GPU pods go to the fail-closed webhook and are never reviewed twice."""
     conditions = {c["name"]: c["expression"] for c in hooks[GPU_PODS]["matchConditions"]}
-    assert set(conditions) == {"gpu-pod", "pod-update-worth-reviewing"}
+    assert set(conditions) == {"gpu-pod", "pod-update-worth-reviewing", "binding-writes-annotations"}
     workloads = {c["name"]: c["expression"] for c in hooks[WORKLOADS]["matchConditions"]}
     assert workloads["not-a-gpu-pod"].endswith(f"!({conditions['gpu-pod']})")
     assert workloads["pod-update-worth-reviewing"] == conditions["pod-update-worth-reviewing"]
+
+
+def test_the_subresources_that_change_metadata_reach_one_enforcing_webhook(hooks: dict[str, Webhook]) -> None:
+    """pods/status keeps the labels and annotations it is sent (kubernetes/kubernetes
+    pkg/registry/core/pod/strategy.go, podStatusStrategy.PrepareForUpdate); a pods/binding copies
+    its annotations onto the pod (pkg/registry/core/pod/storage/storage.go, setPodHostAndAnnotations).
+    Status updates split by the pod's GPUs like pod updates; a Binding names no GPUs, so every
+    binding goes to the fail-closed gpu-pods."""
+    assert ("", "pods/status") in _resources(hooks[GPU_PODS], "UPDATE")
+    assert ("", "pods/status") in _resources(hooks[WORKLOADS], "UPDATE")
+    assert ("", "pods/binding") in _resources(hooks[GPU_PODS], "CREATE")
+    assert ("", "pods/binding") not in _resources(hooks[WORKLOADS], "CREATE")
+    assert _resources(hooks[NON_GPU_MUTATE], "UPDATE") == {("", "pods/ephemeralcontainers")}
 
 
 def _resources(hook: Webhook, operation: str) -> set[tuple[str, str]]:
@@ -162,13 +174,17 @@ def _resources(hook: Webhook, operation: str) -> set[tuple[str, str]]:
 CLAIMS = {("resource.k8s.io", "resourceclaims"), ("resource.k8s.io", "resourceclaimtemplates")}
 
 
-@pytest.mark.parametrize(("name", "claims"), [(WORKLOADS, set()), (ADVISORY, CLAIMS)])
+BINDINGS = {("", "pods/binding")}
+
+
+@pytest.mark.parametrize(("name", "claims"), [(WORKLOADS, set()), (ADVISORY, CLAIMS | BINDINGS)])
 def test_workload_templates_and_all_pods_are_covered(
     hooks: dict[str, Webhook], name: str, claims: set[tuple[str, str]]
 ) -> None:
     hook = hooks[name]
     assert _resources(hook, "CREATE") == WORKLOAD_RESOURCES | {("", "pods")} | claims
-    assert _resources(hook, "UPDATE") == WORKLOAD_RESOURCES | {("", "pods"), ("", "pods/ephemeralcontainers")}
+    pods = {("", "pods"), ("", "pods/ephemeralcontainers"), ("", "pods/status")}
+    assert _resources(hook, "UPDATE") == WORKLOAD_RESOURCES | pods
     assert _resources(hook, "DELETE") == set()
     for rule in hook["rules"]:
         for key in ("apiGroups", "apiVersions", "operations", "resources"):
@@ -178,10 +194,15 @@ def test_workload_templates_and_all_pods_are_covered(
 def test_advisory_rules_are_the_workloads_and_the_claims(hooks: dict[str, Webhook]) -> None:
     """Warn and dryrun constraints may match anything an enforcing webhook receives."""
     (claims,) = [r for r in hooks[GPU_PODS]["rules"] if r["apiGroups"] == ["resource.k8s.io"]]
-    assert hooks[ADVISORY]["rules"] == [*hooks[WORKLOADS]["rules"], claims]
+    (binding,) = [r for r in hooks[GPU_PODS]["rules"] if r["resources"] == ["pods/binding"]]
+    assert hooks[ADVISORY]["rules"] == [*hooks[WORKLOADS]["rules"], binding, claims]
     advisory = {c["name"]: c["expression"] for c in hooks[ADVISORY]["matchConditions"]}
     workloads = {c["name"]: c["expression"] for c in hooks[WORKLOADS]["matchConditions"]}
-    assert advisory == {name: workloads[name] for name in ("template-changed", "pod-update-worth-reviewing")}
+    gpu_pods = {c["name"]: c["expression"] for c in hooks[GPU_PODS]["matchConditions"]}
+    assert advisory == {
+        **{name: workloads[name] for name in ("template-changed", "pod-update-worth-reviewing")},
+        "binding-writes-annotations": gpu_pods["binding-writes-annotations"],
+    }
 
 
 def test_ca_bundle_is_the_ca_certificate(hooks: dict[str, Webhook], cert_dir: Path) -> None:
@@ -215,6 +236,8 @@ def test_the_ignore_label_guard_cannot_be_bypassed_by_the_label_itself(hooks: di
     """On UPDATE the selector sees the new labels: excluding ignored namespaces would let anyone add one."""
     hook = hooks[NAMESPACES]
     assert all(e["key"] != "gpuwebhook.io/ignore" for e in hook["namespaceSelector"]["matchExpressions"])
+    # Status and finalize keep the labels they are sent (kubernetes/kubernetes
+    # pkg/registry/core/namespace/strategy.go, namespaceStatusStrategy and namespaceFinalizeStrategy).
     assert hook["rules"] == [
         {
             "apiGroups": [""],
@@ -222,5 +245,12 @@ def test_the_ignore_label_guard_cannot_be_bypassed_by_the_label_itself(hooks: di
             "operations": ["CREATE", "UPDATE"],
             "resources": ["namespaces"],
             "scope": "Cluster",
-        }
+        },
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "operations": ["UPDATE"],
+            "resources": ["namespaces/status", "namespaces/finalize"],
+            "scope": "Cluster",
+        },
     ]

@@ -9,12 +9,32 @@ from typing import Literal
 DEV_CERT_DIR = Path("certs/dev")
 DEFAULT_SERVICE = "gpu-webhook"
 DEFAULT_NAMESPACE = "gpu-system"
-# The GPU stack's own namespaces (the GPU Operator with its device plugin, validators, DCGM
-# exporter and MPS control daemon; the KAI scheduler; NVIDIA's DRA driver). Their pods need host
-# access and NVIDIA variables by design. HAMi installs into kube-system. Exempt by name, like the
-# system's namespace and ours; only administrators may create them (the GpuIgnoreLabel constraint).
-GPU_STACK_NAMESPACES = ("gpu-operator", "kai-scheduler", "nvidia-dra-driver-gpu")
-EXEMPT_NAMESPACES = ("kube-system", DEFAULT_NAMESPACE, *GPU_STACK_NAMESPACES)
+# The GPU stacks' own namespaces, where each installer puts its pods by default (the upstream
+# file that says so). Their pods need host access, NVIDIA variables or a preset nodeName by
+# design. HAMi, Volcano's vGPU device plugin and the plain AMD device plugin install into
+# kube-system. Exempt by name, like the system's namespace and ours; only administrators may
+# create them (the GpuIgnoreLabel constraint). docs/coexistence.md has one row per stack.
+GPU_STACK_NAMESPACES = (
+    "gpu-operator",  # NVIDIA GPU Operator by Helm: NVIDIA/gpu-operator README.md
+    "nvidia-gpu-operator",  # the same by OLM (OpenShift): bundle/metadata/annotations.yaml
+    "node-feature-discovery",  # standalone NFD: kubernetes-sigs/node-feature-discovery README.md
+    "dra-driver-nvidia-gpu",  # NVIDIA's DRA driver: docs/install.md
+    "nvidia-dra-driver-gpu",  # its releases before the chart's rename: docs/upgrade.md
+    "kai-scheduler",  # KAI: NVIDIA/KAI-Scheduler README.md, constants.DefaultKAINamespace
+    "kai-resource-reservation",  # KAI's GPU reservation pods: constants.DefaultResourceReservationName
+    "volcano-system",  # Volcano: volcano-sh/volcano README.md
+    "kube-amd-gpu",  # AMD GPU Operator: ROCm/gpu-operator README.md
+    "inteldeviceplugins-system",  # Intel's device plugin operator: INSTALL.md
+)
+
+
+def exempt_namespaces(own: str) -> tuple[str, ...]:
+    """The namespaces never reviewed when the server runs in `own`: the system's, its own (no
+    deadlock) and the GPU stacks'."""
+    return ("kube-system", own, *GPU_STACK_NAMESPACES)
+
+
+EXEMPT_NAMESPACES = exempt_namespaces(DEFAULT_NAMESPACE)
 MiB = 1024 * 1024
 
 FailureMode = Literal["closed", "open"]

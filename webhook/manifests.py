@@ -27,7 +27,7 @@ from typing import Any, Literal
 import yaml
 
 from webhook import __version__, bundle, certs
-from webhook.config import DEFAULT_NAMESPACE, GPU_STACK_NAMESPACES
+from webhook.config import DEFAULT_NAMESPACE, exempt_namespaces
 from webhook.errors import CertError, ConfigError
 from webhook.policy.model import PolicySet
 
@@ -256,8 +256,8 @@ def _configure_server(server: Manifest, options: RenderOptions) -> None:
     if options.image is not None:
         container["image"] = options.image
     # Never review our own namespace or our own requests, wherever we are installed: no deadlock.
-    exempt = ("kube-system", options.namespace, *GPU_STACK_NAMESPACES)
-    container["args"] = set_flag(container["args"], "--exclude-namespaces", ",".join(exempt))
+    exempt = ",".join(exempt_namespaces(options.namespace))
+    container["args"] = set_flag(container["args"], "--exclude-namespaces", exempt)
     account = server["spec"]["template"]["spec"].get("serviceAccountName", "gpu-webhook")
     own = f"system:serviceaccount:{options.namespace}:{account}"
     container["args"] = set_flag(container["args"], "--own-username", own)

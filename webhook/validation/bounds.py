@@ -78,6 +78,7 @@ METADATA_BOUNDS: tuple[tuple[str, str, int], ...] = (
     ("finalizers", "finalizers", 64),
 )
 _ALL_CONTAINERS = ("containers", "initContainers", "ephemeralContainers")
+_CONTAINERS = (dict, list)  # exact types: what a JSON decoder builds
 HINT = "the webhook reviews no more, so that every review finishes in time"
 
 
@@ -100,9 +101,7 @@ def oversize(obj: KubeObject | None, old: KubeObject | None = None) -> Oversize 
 def _problem(obj: KubeObject | None) -> str | None:
     if not isinstance(obj, dict):
         return None
-    values = count_values(obj, MAX_VALUES)
-    if values > MAX_VALUES:
-        return f"{_describe(obj)} holds more than {MAX_VALUES} JSON values"
+    # The named lists first: they cost a look at each container, and name what is too long.
     target = pod_target(obj)
     metadata = obj.get("metadata")
     found = _metadata_problem(metadata) if isinstance(metadata, dict) else None
@@ -110,7 +109,11 @@ def _problem(obj: KubeObject | None) -> str | None:
         found = _metadata_problem(target.metadata)
     if found is None and target is not None:
         found = _pod_problem(target)
-    return f"{_describe(obj)}: {found}" if found is not None else None
+    if found is not None:
+        return f"{_describe(obj)}: {found}"
+    if count_values(obj, MAX_VALUES) > MAX_VALUES:
+        return f"{_describe(obj)} holds more than {MAX_VALUES} JSON values"
+    return None
 
 
 def count_values(obj: Any, limit: int) -> int:
@@ -130,7 +133,7 @@ def count_values(obj: Any, limit: int) -> int:
         node = stack.pop()
         children = node.values() if isinstance(node, dict) else node
         seen += len(children)
-        stack.extend(child for child in children if isinstance(child, dict | list))
+        stack.extend([child for child in children if type(child) in _CONTAINERS])
     return seen
 
 

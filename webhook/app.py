@@ -146,16 +146,14 @@ async def _evaluate(
     load: int,
     heavy: HeavyLane | None = None,
 ) -> Decision:
-    """Review in time, or answer at once by the failure mode: shedding load beats timing out."""
+    """Review in time, or answer at once by the failure mode: shedding load beats timing out.
+    A heavy review not done fails closed (_heavy_review says why)."""
+    mode = "closed" if heavy is not None else service.failure_mode
     if load > service.max_inflight:
-        return failure_decision(
-            service.failure_mode, endpoint, "is overloaded", code=429, unreviewed="overload"
-        )
+        return failure_decision(mode, endpoint, "is overloaded", code=429, unreviewed="overload")
     remaining = deadline - time.perf_counter()
     if remaining <= 0:
-        return failure_decision(
-            service.failure_mode, endpoint, "ran out of time", code=504, unreviewed="timeout"
-        )
+        return failure_decision(mode, endpoint, "ran out of time", code=504, unreviewed="timeout")
     if heavy is not None:  # never on the loop, nor on the threads ordinary reviews use
         return await _heavy_review(service, admission, endpoint, remaining, heavy)
     if not service.threaded(endpoint):
@@ -177,9 +175,12 @@ async def _evaluate(
 async def _heavy_review(
     service: Service, admission: AdmissionRequest, endpoint: Endpoint, remaining: float, lane: HeavyLane
 ) -> Decision:
+    """A heavy review that cannot be done in time is refused whatever `--failure-mode` says: that
+    mode is for the webhook's own trouble, and whoever sends heavy objects could otherwise fill the
+    lane, or outlast the budget, to have the next one admitted unreviewed."""
     if lane.count >= service.max_heavy_inflight:
         return failure_decision(
-            service.failure_mode, endpoint, "is busy with large reviews", code=429, unreviewed="overload"
+            "closed", endpoint, "is busy with large reviews", code=429, unreviewed="overload"
         )
     lane.count += 1
     log.debug("heavy review started", extra={"endpoint": endpoint, "heavy_inflight": lane.count})
@@ -191,7 +192,7 @@ async def _heavy_review(
         return await asyncio.wait_for(asyncio.shield(evaluation), remaining)
     except TimeoutError:
         return failure_decision(
-            service.failure_mode, endpoint, "ran out of time", code=504, unreviewed="timeout"
+            "closed", endpoint, "ran out of time on a large review", code=504, unreviewed="timeout"
         )
 
 

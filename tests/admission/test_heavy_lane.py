@@ -9,8 +9,11 @@ answered 504 by the failure mode.
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,11 @@ from tests.support.apiserver import check_reply
 from tests.support.policies import BUNDLED_POLICIES
 from tests.support.reviews import make_review
 from tests.support.server import ServerProcess, start_server
+from webhook.app import HeavyLane, _evaluate
+from webhook.decision import ALLOW, Decision, deny
+from webhook.metrics import Metrics
+from webhook.service import Readiness, Service
+from webhook.types import AdmissionRequest, Endpoint
 from webhook.validation import bounds
 
 HEAVY = 3
@@ -97,3 +105,71 @@ def test_ordinary_reviews_keep_their_threads_while_heavy_ones_run(lane_server: S
     reviewed = [m for m in messages if m.startswith("[") and "Deployment heavy: container" in m]
     busy = [m for m in messages if "busy with large reviews" in m]
     assert len(reviewed) >= 1 and len(reviewed) + len(busy) == HEAVY, messages
+
+
+def _lane_service(review: Callable[[AdmissionRequest, Endpoint], Decision], executor: Executor) -> Service:
+    return Service(
+        review=review,
+        readiness=lambda: Readiness(True, {}),
+        metrics=Metrics(),
+        max_body_bytes=1024,
+        failure_mode="open",
+        threaded=lambda _: True,
+        review_now=lambda _, __: ALLOW,  # an ordinary review is answered on the loop
+        executor=executor,
+        is_heavy=lambda _, __: True,
+        heavy_executor=executor,
+        max_heavy_inflight=1,
+    )
+
+
+REQUEST: AdmissionRequest = {"uid": "u", "operation": "CREATE"}  # type: ignore[typeddict-item]
+
+
+def test_a_full_lane_refuses_heavy_reviews_even_when_failing_open() -> None:
+    """Else whoever sends heavy objects fills the lane to have the next one admitted unreviewed."""
+    started, release = threading.Event(), threading.Event()
+
+    def slow(_: AdmissionRequest, __: Endpoint) -> Decision:
+        started.set()
+        release.wait()
+        return deny("reviewed")
+
+    async def scenario() -> tuple[Decision, Decision, Decision]:
+        with ThreadPoolExecutor(1) as executor:
+            service = _lane_service(slow, executor)
+            lane = HeavyLane()
+            first = asyncio.ensure_future(_evaluate(service, REQUEST, "validate", float("inf"), 1, lane))
+            await asyncio.to_thread(started.wait)
+            second = await _evaluate(service, REQUEST, "validate", float("inf"), 1, lane)
+            advisory = await _evaluate(service, REQUEST, "advisory", float("inf"), 1, lane)
+            release.set()
+            return await first, second, advisory
+
+    first, second, advisory = asyncio.run(scenario())
+    assert first.message == "reviewed"
+    assert not second.allowed and second.code == 429 and second.unreviewed == "overload"
+    assert advisory.allowed  # the advisory webhook never denies
+
+
+def test_a_heavy_review_out_of_time_is_refused_even_when_failing_open() -> None:
+    release = threading.Event()
+
+    def stuck(_: AdmissionRequest, __: Endpoint) -> Decision:
+        release.wait()
+        return ALLOW
+
+    async def scenario() -> tuple[Decision, int]:
+        with ThreadPoolExecutor(1) as executor:
+            lane = HeavyLane()
+            service = _lane_service(stuck, executor)
+            spent = await _evaluate(service, REQUEST, "validate", 0.0, 1, lane)  # before it starts
+            assert not spent.allowed and spent.unreviewed == "timeout" and lane.count == 0
+            soon = time.perf_counter() + 0.05  # the review is stuck until released: it runs out
+            decision = await _evaluate(service, REQUEST, "validate", soon, 1, lane)
+            held = lane.count  # the thread still runs: its place stays taken
+            release.set()
+            return decision, held
+
+    decision, held = asyncio.run(scenario())
+    assert not decision.allowed and decision.unreviewed == "timeout" and held == 1

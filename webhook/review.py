@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from webhook.accounting import names
+from webhook.accounting.asks import same_asks
 from webhook.accounting.count import CLAIM_KINDS, ESTIMATED, GpuCount, count_gpus
 from webhook.accounting.target import PodTarget, pod_target
 from webhook.capacity import CapacityView
@@ -45,6 +46,7 @@ def _no_labels(_: str) -> Mapping[str, str]:
 
 
 MALFORMED = "gpu-builtin/shape"
+BINDING = "binding"
 EPHEMERAL = "ephemeralcontainers"
 NODES_GROUP = "system:nodes"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
@@ -207,14 +209,20 @@ def validate(
     too_large = bounds.oversize(request.get("object"), request.get("oldObject"))
     if too_large is not None:  # before Rego, whose cost grows with the object
         return oversized(too_large, actions)
+    if is_binding(request):
+        request = binding_view(request)
     try:
         reviewed = reviewed_pod(request, deps)
     except ShapeError as e:
         return malformed(e)
     deps, unseen = _pod_dra(request, reviewed, deps)
     subject, count = gpu_subject(reviewed, deps, waits=unseen.waits)
-    findings = _builtin(subject, deps, actions, count, unseen) + _dra_builtin(
-        request, reviewed, deps, actions, unseen
+    old = _updated_pod(request)
+    rejudge = old is None or not same_asks(request.get("object"), old)
+    findings = (
+        _updated_asks(request, reviewed, old, actions)
+        + _builtin(subject, deps, actions, count, unseen, rejudge=rejudge)
+        + _dra_builtin(request, reviewed, deps, actions, unseen)
     )
     if any(f.action == "deny" for f in findings):
         return decide(findings)
@@ -241,6 +249,67 @@ def validate(
         return decision
     warnings = clamp_warnings([*decision.warnings, ESTIMATED]) if count.estimated else decision.warnings
     return replace(decision, gpus=count.equivalents, warnings=warnings)
+
+
+def is_binding(request: AdmissionRequest) -> bool:
+    """A pods/binding CREATE: its object is a v1 Binding, not the pod."""
+    kind = request.get("kind") or {}
+    return request.get("subResource") == BINDING and kind.get("kind") == "Binding" and not kind.get("group")
+
+
+def binding_view(request: AdmissionRequest) -> AdmissionRequest:
+    """A pods/binding CREATE as the pod UPDATE it amounts to: kube-apiserver merges the Binding's
+    annotations into the stored pod's, and nothing else of it but the node (kubernetes/kubernetes
+    pkg/registry/core/pod/storage/storage.go, setPodHostAndAnnotations). Only those annotations
+    are known here, so the view's pod holds nothing else and every key written counts as a
+    change: the scheduler-owned keys and CDI rules judge them as on a pod UPDATE. The node is
+    left out: gpu-node-name refuses a nodeName a user presets, never one a scheduler binds."""
+    binding = request.get("object")
+    metadata = binding.get("metadata") if isinstance(binding, dict) else None
+    metadata = metadata if isinstance(metadata, dict) else {}
+    name = request.get("name") or metadata.get("name") or ""
+    namespace = request.get("namespace") or metadata.get("namespace") or ""
+
+    def pod(annotations: Any) -> KubeObject:
+        meta = {"name": name, "namespace": namespace, "annotations": annotations}
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": []}}
+
+    written = metadata.get("annotations")
+    view: dict[str, Any] = {
+        **request,
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "operation": "UPDATE",
+        "object": pod(written if written is not None else {}),
+        "oldObject": pod({}),
+    }
+    return cast(AdmissionRequest, view)
+
+
+def _updated_pod(request: AdmissionRequest) -> KubeObject | None:
+    """The stored pod of a Pod UPDATE (pods/status and the binding view included), else None."""
+    old = request.get("oldObject")
+    kind = request.get("kind") or {}
+    if request["operation"] != "UPDATE" or kind.get("kind") != "Pod" or not isinstance(old, dict):
+        return None
+    return old
+
+
+_VIA = {"status": "pods/status", BINDING: "pods/binding"}
+
+
+def _updated_asks(
+    request: AdmissionRequest,
+    reviewed: tuple[PodTarget, str] | None,
+    old: KubeObject | None,
+    actions: frozenset[EnforcementAction],
+) -> list[Finding]:
+    """KAI's GPU asks changed on a running pod: refused whatever the pod asked before (a pod that
+    asked for nothing and is given a fraction would escape quota)."""
+    old_target = pod_target(old)
+    if reviewed is None or old_target is None or "deny" not in actions:
+        return []
+    via = _VIA.get(request.get("subResource") or "", "UPDATE")
+    return builtin.kai_updated(reviewed[0], old_target.annotations, via)
 
 
 def _asks_device_class(target: PodTarget) -> bool:
@@ -462,6 +531,8 @@ def _builtin(
     actions: frozenset[EnforcementAction],
     count: GpuCount | None,
     unseen: dra.Unseen = dra.NOTHING_UNSEEN,
+    *,
+    rejudge: bool = True,
 ) -> list[Finding]:
     if subject is None:
         return []
@@ -471,7 +542,7 @@ def _builtin(
     if claimed and policy is not None and policy.sharing.mode == "dra":  # its own templates are no escape
         own = templates.own_sources(policy, subject.namespace, deps.dra or _NO_DRA)
         claimed = tuple(source for source in claimed if source not in own)
-    found = builtin.check(subject.target, policy, deps.policies.shared_names, claimed, count)
+    found = builtin.check(subject.target, policy, deps.policies.shared_names, claimed, count, rejudge=rejudge)
     return [f for f in found if f.action in actions]
 
 

@@ -47,6 +47,9 @@ KINDS = {
     "resourceclaimtemplates": ("resource.k8s.io", "ResourceClaimTemplate"),
 }
 CLUSTER_SCOPED = {"namespaces"}
+# Subresources whose requests carry another kind than their resource's: a pods/binding CREATE sends
+# the v1 Binding (kubernetes/kubernetes pkg/registry/core/pod/storage/storage.go, BindingREST).
+SUBRESOURCE_KINDS = {("pods", "binding"): ("", "Binding")}
 
 
 @dataclass(frozen=True)
@@ -69,10 +72,10 @@ class Request:
         return str(metadata.get("namespace", "default"))
 
     def admission_request(self) -> dict[str, Any]:
-        group, kind = KINDS[self.resource]
+        group, kind = SUBRESOURCE_KINDS.get((self.resource, self.sub_resource), KINDS[self.resource])
         version = "v1"
         gvk = {"group": group, "version": version, "kind": kind}
-        gvr = {"group": group, "version": version, "resource": self.resource}
+        gvr = {"group": KINDS[self.resource][0], "version": version, "resource": self.resource}
         source = self.object or self.old_object or {}
         request: dict[str, Any] = {
             "uid": str(uuid.uuid4()),
@@ -198,8 +201,12 @@ def _listed(value: str, allowed: Sequence[str]) -> bool:
 
 
 def _namespace_labels(request: Request) -> dict[str, str]:
+    """A Namespace's own CREATE or UPDATE is matched by the labels it is given; its subresources
+    by the stored ones (k8s.io/apiserver pkg/admission/plugin/webhook/predicates/namespace/
+    matcher.go, GetNamespaceLabels), which the old object stands for here."""
     if request.resource in CLUSTER_SCOPED:
-        source = request.object or request.old_object or {}
+        stored = request.sub_resource and request.old_object is not None
+        source = (request.old_object if stored else request.object or request.old_object) or {}
         labels = dict(source.get("metadata", {}).get("labels", {}) or {})
     else:
         labels = dict(request.namespace_labels)

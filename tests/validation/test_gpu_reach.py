@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ import pytest
 from tests.dra.objects import claim, device_class, request
 from tests.dra.test_no_wrong_denials import CHANNELS, CLASSES, documents
 from tests.support.dispatch import Admission, Dispatcher, Request, installed
-from tests.support.policies import bundled_policies
+from tests.support.policies import bundled_policies, sharing_policy
 from webhook.inventory import Inventory
 from webhook.offline import offline_deps
 from webhook.review import ReviewDeps
@@ -528,3 +529,144 @@ def test_gpu_features_need_a_gpu_claim(dra_dispatcher: Dispatcher, obj: Any, all
     outcome = dra_dispatcher.admit(Request("CREATE", obj))
     assert outcome.allowed is allowed, outcome.message
     assert allowed or "sets NVIDIA_GDRCOPY" in outcome.message
+
+
+# Subresources that change what the rules guard. kube-apiserver keeps the labels and annotations a
+# pods/status update sends and resets its spec (kubernetes/kubernetes pkg/registry/core/pod/
+# strategy.go, podStatusStrategy.PrepareForUpdate), copies a Binding's annotations onto the pod
+# (pkg/registry/core/pod/storage/storage.go, setPodHostAndAnnotations), and lets namespaces/status
+# change a namespace's labels (pkg/registry/core/namespace/strategy.go).
+HAMI_SCHEDULER = "system:serviceaccount:kube-system:hami-scheduler"
+
+
+def status_update(before: Any, **metadata: Any) -> Request:
+    after = copy.deepcopy(before)
+    after["status"] = {"phase": "Running"}
+    for where, values in metadata.items():
+        after["metadata"].setdefault(where, {}).update(values)
+    return Request("UPDATE", after, old_object=before, sub_resource="status")
+
+
+def binding(annotations: dict[str, str] | None, username: str = "alice") -> Request:
+    metadata: dict[str, Any] = {"name": "p", "namespace": "team-a"}
+    if annotations is not None:
+        metadata["annotations"] = annotations
+    obj = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": metadata,
+        "target": {"kind": "Node", "name": "n1"},
+    }
+    return Request("CREATE", obj, sub_resource="binding", username=username)
+
+
+@pytest.mark.parametrize("limits", [GPU, None], ids=["gpu-pod", "cpu-pod"])
+def test_a_status_update_cannot_forge_what_the_scheduler_writes(
+    dispatcher: Dispatcher, limits: dict[str, str] | None
+) -> None:
+    before = pod(container(limits=limits))
+    forged = status_update(before, annotations={"hami.io/vgpu-node": "gpu-node-7"})
+    outcome = dispatcher.admit(forged)
+    assert not outcome.allowed and "hami.io/vgpu-node" in outcome.message
+    by_scheduler = Request(**{**forged.__dict__, "username": HAMI_SCHEDULER})
+    assert dispatcher.admit(by_scheduler).allowed
+
+
+def test_a_status_update_cannot_add_cdi_annotations(dispatcher: Dispatcher) -> None:
+    before = pod(container())
+    outcome = dispatcher.admit(status_update(before, annotations={"cdi.k8s.io/gpu": "nvidia.com/gpu=all"}))
+    assert not outcome.allowed and "CDI" in outcome.message
+
+
+def test_the_kubelets_status_updates_are_never_sent(dispatcher: Dispatcher) -> None:
+    outcome = dispatcher.admit(status_update(pod(container(limits=GPU))))
+    assert outcome.allowed and outcome.called == []
+
+
+@pytest.mark.parametrize(
+    ("annotations", "username", "refused"),
+    [
+        ({"hami.io/vgpu-node": "gpu-node-7"}, "alice", "hami.io/vgpu-node"),
+        ({"hami.io/vgpu-node": "gpu-node-7"}, HAMI_SCHEDULER, None),
+        ({"cdi.k8s.io/gpu": "nvidia.com/gpu=all"}, HAMI_SCHEDULER, "CDI"),
+        ({"gpu-fraction": "0.5"}, "alice", "pods/binding changes KAI's GPU ask gpu-fraction"),
+        ({"example.com/note": "x"}, "alice", None),
+    ],
+)
+def test_a_binding_is_judged_by_the_annotations_it_writes(
+    dispatcher: Dispatcher, annotations: dict[str, str], username: str, refused: str | None
+) -> None:
+    outcome = dispatcher.admit(binding(annotations, username))
+    assert outcome.called == ["gpu-pods.validate.gpuwebhook.io", "advisory.validate.gpuwebhook.io"]
+    assert outcome.allowed is (refused is None), outcome.message
+    assert refused is None or refused in outcome.message
+
+
+@pytest.mark.parametrize("annotations", [None, {}])
+def test_a_binding_without_annotations_is_never_sent(dispatcher: Dispatcher, annotations: Any) -> None:
+    outcome = dispatcher.admit(binding(annotations, "system:kube-scheduler"))
+    assert outcome.allowed and outcome.called == []
+
+
+def namespace(labels: dict[str, str]) -> Any:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": labels}}
+
+
+@pytest.mark.parametrize(
+    "label", ["gpuwebhook.io/ignore", "gpuwebhook.io/dra-admin-access", "resource.kubernetes.io/admin-access"]
+)
+@pytest.mark.parametrize("sub", ["", "status", "finalize"])
+def test_only_administrators_set_the_exemption_and_admin_access_labels(
+    dispatcher: Dispatcher, label: str, sub: str
+) -> None:
+    before, after = namespace({"team": "a"}), namespace({"team": "a", label: "true"})
+    update = Request("UPDATE", after, old_object=before, resource="namespaces", sub_resource=sub)
+    denied = dispatcher.admit(update)
+    assert not denied.allowed and f"the {label} label" in denied.message
+    assert dispatcher.admit(Request(**{**update.__dict__, "groups": ("system:masters",)})).allowed
+    unchanged = Request("UPDATE", after, old_object=after, resource="namespaces", sub_resource=sub)
+    assert dispatcher.admit(unchanged).called == []
+
+
+# A running pod's GPUs cannot change (kube-apiserver refuses resource changes on UPDATE:
+# pkg/apis/core/validation ValidatePodUpdate), so a label that brings it under another sharing
+# policy is no reason to refuse the label.
+SLICED = {"gpu": "sliced"}
+
+
+@pytest.fixture(scope="module")
+def mig_dispatcher() -> Iterator[Dispatcher]:
+    mig = sharing_policy(
+        "match: {namespaces: [team-a], podSelector: {matchLabels: {gpu: sliced}}}\n"
+        "sharing: {mode: mig, gpuModel: A100-40GB}",
+        "team-a-mig",
+    )
+    with installed(ReviewDeps(policies=replace(bundled_policies(), sharing=(mig,)))) as found:
+        yield found
+
+
+@pytest.mark.parametrize("sub", ["", "status"])
+def test_a_label_on_a_running_whole_gpu_pod_is_not_judged_by_a_sharing_policy(
+    mig_dispatcher: Dispatcher, sub: str
+) -> None:
+    before = pod(container(limits=GPU))
+    after = copy.deepcopy(before)
+    after["metadata"]["labels"] = dict(SLICED)
+    outcome = mig_dispatcher.admit(Request("UPDATE", after, old_object=before, sub_resource=sub))
+    assert outcome.called and outcome.allowed, outcome.message
+    # The same pod created with the label is still shared as the policy says.
+    created = mig_dispatcher.admit(Request("CREATE", after))
+    assert created.allowed and created.object is not None
+    assert "nvidia.com/gpu" not in created.object["spec"]["containers"][0]["resources"]["limits"]
+
+
+@pytest.mark.parametrize("sub", ["", "status"])
+@pytest.mark.parametrize("limits", [GPU, None], ids=["whole-gpu-pod", "cpu-pod-that-would-escape-quota"])
+def test_a_kai_fraction_added_to_a_running_pod_is_refused(
+    mig_dispatcher: Dispatcher, sub: str, limits: dict[str, str] | None
+) -> None:
+    before = pod(container(limits=limits))
+    after = copy.deepcopy(before)
+    after["metadata"]["annotations"] = {"gpu-fraction": "0.5"}
+    outcome = mig_dispatcher.admit(Request("UPDATE", after, old_object=before, sub_resource=sub))
+    assert not outcome.allowed and "KAI's GPU ask gpu-fraction" in outcome.message

@@ -2,13 +2,16 @@
 
 The last check closes a bypass: a pod that reaches /validate still asking for what the
 sharing policy would have rewritten did not go through /mutate (a webhook skipped by
-failurePolicy Ignore, or an object created before the policy).
+failurePolicy Ignore, or an object created before the policy). It judges what a pod asks, so a
+pod UPDATE that asks for the same (a label, an annotation, an image: a pod's resources never
+change) is not judged again: the pod gets what it was admitted with whatever the update says.
+KAI's asks are annotations an update could change; kai_updated() refuses that.
 """
 
 from __future__ import annotations
 
 from webhook import gpu, quantity
-from webhook.accounting import kai, names
+from webhook.accounting import asks, kai, names
 from webhook.accounting.count import GpuCount
 from webhook.accounting.needs import read_needs
 from webhook.accounting.target import PodTarget
@@ -33,13 +36,17 @@ def check(
     shared_names: tuple[str, ...],
     claimed: tuple[str, ...] = (),
     count: GpuCount | None = None,
+    *,
+    rejudge: bool = True,
 ) -> list[Finding]:
     """`claimed`: sources of the DRA claims through which the pod gets GPUs ("ResourceClaim ns/x")
     other than the templates of the policy's own mode dra;
-    `count`: the pod's GPUs with its claims, when the caller resolved them."""
+    `count`: the pod's GPUs with its claims, when the caller resolved them;
+    `rejudge` False: an update that asks for what the pod already has, which the sharing policy's
+    rules leave alone (a new label may select another policy; the pod keeps its GPUs anyway)."""
     # Later checks read GPU counts, so they run only once the counts are known to be valid.
     findings = _quantities(target, shared_names) or _kai(target)
-    if policy is not None and not findings:
+    if policy is not None and not findings and rejudge:
         findings += _sharing_enforced(target, policy, shared_names, claimed)
         findings += _device_plugin_limits(target, policy)
         findings += _kai_queue(target, policy)
@@ -115,6 +122,22 @@ def _container_quantities(container: dict[str, object], shared_names: tuple[str,
         if len(set(counts.values())) > 1:
             return f"{name} request ({counts['requests']}) must equal its limit ({counts['limits']})"
     return None
+
+
+def kai_updated(target: PodTarget, old_annotations: dict[str, str], via: str = "UPDATE") -> list[Finding]:
+    """KAI's asks added, changed or removed after creation. KAI reads them when it schedules the
+    pod (KAI-Scheduler pkg/common/resources/gpu_sharing.go), so a pending pod given a fraction by
+    UPDATE would get a GPU share that quota and the sharing policy never judged: refused, as
+    kube-apiserver refuses a change of resources."""
+    changed = asks.kai_changes(target.annotations, old_annotations)
+    if not changed:
+        return []
+    keys = ", ".join(changed)
+    message = (
+        f"{target.describe()}: {via} changes KAI's GPU ask {keys}; what a pod asks for is set when it "
+        "is created, where quota and the sharing policy judge it: create a new pod instead"
+    )
+    return [Finding(KAI_RULES, "deny", message)]
 
 
 def _kai(target: PodTarget) -> list[Finding]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import uuid
@@ -184,16 +185,23 @@ async def _heavy_review(
         )
     lane.count += 1
     log.debug("heavy review started", extra={"endpoint": endpoint, "heavy_inflight": lane.count})
-    evaluation = asyncio.get_running_loop().run_in_executor(
-        service.heavy_executor, _decide, service.review, admission, endpoint, service
-    )
-    evaluation.add_done_callback(lane.release)  # when the thread is done, not when we stop waiting
+    assert service.heavy_executor is not None  # the caller routes here only when there is one
+    job = service.heavy_executor.submit(_decide, service.review, admission, endpoint, service)
+    loop = asyncio.get_running_loop()
+    # Its place is free when the thread is done (or the job never started), not when we stop waiting.
+    job.add_done_callback(functools.partial(_release_soon, loop, lane))
     try:
-        return await asyncio.wait_for(asyncio.shield(evaluation), remaining)
+        return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(job)), remaining)
     except TimeoutError:
+        job.cancel()  # a job still waiting its turn never runs; a running one finishes
         return failure_decision(
             "closed", endpoint, "ran out of time on a large review", code=504, unreviewed="timeout"
         )
+
+
+def _release_soon(loop: asyncio.AbstractEventLoop, lane: HeavyLane, done: object) -> None:
+    with contextlib.suppress(RuntimeError):  # the loop has closed: the server is shutting down
+        loop.call_soon_threadsafe(lane.release, done)
 
 
 async def read_body(request: Request, limit: int) -> bytes:

@@ -54,4 +54,7 @@ class Service:
     # take the threads and the event loop that ordinary ones need.
     is_heavy: Callable[[AdmissionRequest, int], bool] = lambda _, __: False
     heavy_executor: Executor | None = None
-    max_heavy_inflight: int = 2
+    # One runs, the rest wait their turn: a controller creating many large pods at once gets them
+    # reviewed one after another within their budgets, rather than refused. The bound keeps
+    # whoever sends heavy objects from queueing without end (each holds its decoded body).
+    max_heavy_inflight: int = 16

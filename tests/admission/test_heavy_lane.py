@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +100,7 @@ def test_ordinary_reviews_keep_their_threads_while_heavy_ones_run(lane_server: S
     for sender in senders:
         sender.join()
     assert all(answer["allowed"] and "status" not in answer for answer in ordinary), ordinary
-    # Each heavy one has its own decision, or (the lane holds two) the failure mode's busy answer.
+    # Each heavy one has its own decision, or (past the lane's bound) the busy answer.
     messages = [answer["status"]["message"] for answer in heavy_answers]
     assert len(messages) == HEAVY and not any(answer["allowed"] for answer in heavy_answers)
     reviewed = [m for m in messages if m.startswith("[") and "Deployment heavy: container" in m]
@@ -173,3 +174,32 @@ def test_a_heavy_review_out_of_time_is_refused_even_when_failing_open() -> None:
 
     decision, held = asyncio.run(scenario())
     assert not decision.allowed and decision.unreviewed == "timeout" and held == 1
+
+
+def test_a_heavy_review_that_runs_out_of_time_waiting_never_runs() -> None:
+    started, release, ran = threading.Event(), threading.Event(), []
+
+    def stuck(request: AdmissionRequest, _: Endpoint) -> Decision:
+        ran.append(request["uid"])
+        started.set()
+        release.wait()
+        return ALLOW
+
+    async def scenario() -> tuple[Decision, int]:
+        with ThreadPoolExecutor(1) as executor:
+            service = replace(_lane_service(stuck, executor), max_heavy_inflight=2)
+            lane = HeavyLane()
+            first = asyncio.ensure_future(_evaluate(service, REQUEST, "validate", float("inf"), 1, lane))
+            await asyncio.to_thread(started.wait)  # the first review holds the lane's one thread
+            waiting: AdmissionRequest = {**REQUEST, "uid": "second"}
+            soon = time.perf_counter() + 0.05
+            second = await _evaluate(service, waiting, "validate", soon, 1, lane)
+            release.set()
+            await first
+            await asyncio.to_thread(executor.shutdown)  # every job done or cancelled
+            await asyncio.to_thread(lambda: None)  # the releases the jobs scheduled have run
+            return second, lane.count
+
+    second, left = asyncio.run(scenario())
+    assert not second.allowed and second.unreviewed == "timeout"
+    assert ran == ["u"] and left == 0  # the second never ran, and both places were freed

@@ -172,6 +172,13 @@ ESCAPES: list[tuple[str, Any, str]] = [
      "prefix N"),
     ("envFrom without prefix in a GPU container",
      pod(container(limits=GPU, envFrom=[{"configMapRef": {"name": "c"}}])), "gets GPUs and takes envFrom"),
+    # ROCm/container-toolkit reads AMD_VISIBLE_DEVICES, as NVIDIA's toolkit reads its variables.
+    ("envFrom without prefix in an AMD GPU container",
+     pod(container(limits={"amd.com/gpu": "1"}, envFrom=[{"configMapRef": {"name": "c"}}])),
+     "gets GPUs and takes envFrom"),
+    ("envFrom without prefix in an Intel GPU container",
+     pod(container(limits={"gpu.intel.com/i915": "1"}, envFrom=[{"secretRef": {"name": "s"}}])),
+     "gets GPUs and takes envFrom"),
     ("driver capabilities all", env(CAPABILITIES, "all", gpu=True), "with a capability outside"),
     ("a DRA claim and privileged", pod(
         container(securityContext={"privileged": True}, resources={"claims": [{"name": "gpus"}]}),

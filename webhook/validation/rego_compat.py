@@ -117,7 +117,7 @@ def relocate(
 
     `data.inventory` and `input.parameters` become the refs the engine provides; a bare
     `input` (as in `object.get(input, "parameters", {})`) becomes Gatekeeper's input
-    rebuilt from those parts, so it still sees both.
+    rebuilt from those parts and our `gpu` reading, so it still sees all three.
     """
     tokens = tokenize(source)
     module = parse(source)
@@ -145,7 +145,10 @@ def _parameter_edits(tokens: list[Token], i: int, parameters: str) -> list[Edit]
     if following == ["[", '"parameters"', "]"]:
         return [Edit(tokens[i].start, tokens[i + 3].end, parameters)]
     if following[0] not in (".", "[") and tokens[i - 1].text != "with":
-        whole = f'{{"review": input.review, "parameters": {parameters}}}'
+        # input.gpu is this engine's reading of the pod's accelerators (no key under Gatekeeper):
+        # templates that read it through a bare `input` must still see it.
+        gpu = 'object.get(input, "gpu", {})'
+        whole = f'{{"review": input.review, "parameters": {parameters}, "gpu": {gpu}}}'
         return [Edit(tokens[i].start, tokens[i].end, whole)]
     return []
 

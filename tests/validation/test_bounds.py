@@ -81,6 +81,12 @@ def _env_each(per: int) -> Callable[[int], dict[str, Any]]:
     }
 
 
+def _device_env_each(per: int) -> Callable[[int], dict[str, Any]]:
+    """NVIDIA_ names, which the toolkit's rule refuses one by one, and one of AMD's runtime."""
+    names = [f"NVIDIA_X{j}" for j in range(per - 1)] + ["AMD_VISIBLE_DEVICES"]
+    return lambda i: {"name": f"c{i}", "image": "x", "env": [{"name": n, "value": "all"} for n in names]}
+
+
 def _spec_list(key: str, count: int, make: Callable[[int], Any]) -> Edit:
     return lambda pod: pod["spec"].__setitem__(key, [make(i) for i in range(count)])
 
@@ -118,8 +124,13 @@ OVER: list[tuple[str, Edit, str]] = [
     ("containers", _containers(65, lambda i: {"name": f"c{i}", "image": "x"}), "65 containers, more than 64"),
     (
         "env over containers",
-        _containers(4, _env_each(65)),
-        "260 env entries over its containers, more than 256",
+        _containers(4, _env_each(513)),
+        "2052 env entries over its containers, more than 2048",
+    ),
+    (
+        "device variables over containers",
+        _containers(4, _device_env_each(33)),
+        "132 env entries naming device variables over its containers, more than 128",
     ),
     (
         "envFrom",
@@ -144,7 +155,8 @@ OVER: list[tuple[str, Edit, str]] = [
 # Pods as large as real ones get: each within every bound.
 WITHIN: list[tuple[str, Edit]] = [
     ("41 capabilities and ALL", lambda pod: _capabilities(42)(pod)),
-    ("256 env entries over 4 containers", _containers(4, _env_each(64))),
+    ("2,048 env entries over 4 containers (a CI runner's build pod)", _containers(4, _env_each(512))),
+    ("128 device variables over 4 containers", _containers(4, _device_env_each(32))),
     ("64 containers", _containers(64, lambda i: {"name": f"c{i}", "image": "x"})),
     ("a 1 MiB annotation", lambda pod: pod["metadata"].__setitem__("annotations", {"a": "x" * 2**20})),
     ("20,000 args", _args(20_000)),
@@ -254,11 +266,12 @@ def test_exempt_namespaces_are_never_measured() -> None:
     ("obj", "body", "heavy"),
     [
         (_pod(), 2_000, False),
-        (_with(_containers(4, _env_each(30))), 9_000, True),  # 120 env entries: rules' sets grow
+        (_with(_containers(4, _device_env_each(25))), 9_000, True),  # 100 device variables: sets grow
+        (_with(_containers(4, _env_each(100))), 30_000, False),  # plain env entries are cleared at once
         (_pod(), bounds.HEAVY_BYTES + 1, True),  # a large body: its input costs
         (None, 500, False),
     ],
-    ids=["ordinary", "many entries", "large body", "no object"],
+    ids=["ordinary", "many device variables", "many plain env entries", "large body", "no object"],
 )
 def test_the_cost_estimate(obj: dict[str, Any] | None, body: int, heavy: bool) -> None:
     assert bounds.is_heavy(obj, None, body) is heavy

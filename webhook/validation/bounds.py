@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from webhook import vendors
 from webhook.accounting.target import PodTarget, pod_target
 from webhook.types import KubeObject
 
@@ -36,16 +37,26 @@ MAX_VALUES = 32_768
 
 # Lists summed over every container of the pod (containers, init and ephemeral ones).
 CONTAINER_BOUNDS: tuple[tuple[tuple[str, ...], str, int], ...] = (
-    (("env",), "env entries", 256),
+    # Plain env entries only grow the input (the JSON values bound covers that); the entries a
+    # rule refuses by name are bounded apart, below. CI runners hand builds hundreds of variables.
+    (("env",), "env entries", 2_048),
     (("envFrom",), "envFrom sources", 32),
     (("ports",), "container ports", 128),
-    (("volumeMounts",), "volume mounts", 128),
+    (("volumeMounts",), "volume mounts", 256),
     (("volumeDevices",), "volume devices", 64),
     (("resources", "claims"), "container resource claims", 128),
 )
 # Linux defines 41 capabilities (include/uapi/linux/capability.h, CAP_LAST_CAP is
 # CAP_CHECKPOINT_RESTORE, number 40); with ALL, and each spelled with and without CAP_, a list
 # never needs more than 84 entries.
+# Entries naming a variable a container runtime reads to add devices (webhook/vendors.py), or the
+# NVIDIA toolkit's NVIDIA_ family, over every container: what gpu-no-device-environment refuses
+# one by one. A real pod sets a few per container.
+DEVICE_VARIABLE_PREFIXES: tuple[str, ...] = (
+    "NVIDIA_",
+    *(v.name for v in vendors.DEVICE_VARIABLES),
+)
+MAX_DEVICE_VARIABLES = 128
 MAX_CAPABILITIES_PER_LIST = 84
 MAX_CAPABILITIES = 128  # add and drop, over every container
 MAX_RESOURCE_NAMES = 256  # limits and requests, over every container
@@ -166,7 +177,33 @@ def _pod_problem(target: PodTarget) -> str | None:
     terms = sum(_length(_at(spec, ("affinity", *path))) for path in AFFINITY_TERMS)
     if terms > MAX_AFFINITY_TERMS:
         return f"{terms} affinity terms, more than {MAX_AFFINITY_TERMS}"
-    return _capability_problem(containers) or _resource_problem(containers)
+    return (
+        _device_variable_problem(containers)
+        or _capability_problem(containers)
+        or _resource_problem(containers)
+    )
+
+
+def _device_variable_problem(containers: list[dict[str, Any]]) -> str | None:
+    count = sum(device_variables(c) for c in containers)
+    if count > MAX_DEVICE_VARIABLES:
+        what = "env entries naming device variables over its containers"
+        return f"{count} {what}, more than {MAX_DEVICE_VARIABLES}"
+    return None
+
+
+def device_variables(container: dict[str, Any]) -> int:
+    """Env entries of the container whose names a device rule refuses one by one."""
+    env = container.get("env")
+    if not isinstance(env, list):
+        return 0
+    return sum(
+        1
+        for entry in env
+        if isinstance(entry, dict)
+        and isinstance(name := entry.get("name"), str)
+        and name.startswith(DEVICE_VARIABLE_PREFIXES)
+    )
 
 
 def _capability_problem(containers: list[dict[str, Any]]) -> str | None:
@@ -233,7 +270,8 @@ def is_heavy(obj: KubeObject | None, old: KubeObject | None, body_bytes: int) ->
 
 
 def walked_entries(obj: KubeObject | None) -> int:
-    """Entries of the lists this module bounds: what rules walk one by one."""
+    """Entries of the lists this module bounds: what rules walk one by one and may refuse (of env,
+    only the device variables: other entries are cleared without building a set)."""
     target = pod_target(obj) if isinstance(obj, dict) else None
     if target is None:
         return 0
@@ -242,7 +280,8 @@ def walked_entries(obj: KubeObject | None) -> int:
     entries = len(containers) + sum(_length(spec.get(key)) for key, _, _ in POD_BOUNDS)
     entries += sum(_length(metadata.get(key)) for key, _, _ in METADATA_BOUNDS)
     for container in containers:
-        entries += sum(_length(_at(container, path)) for path, _, _ in CONTAINER_BOUNDS)
+        entries += sum(_length(_at(container, path)) for path, _, _ in CONTAINER_BOUNDS if path != ("env",))
+        entries += device_variables(container)
         capabilities = _at(container, ("securityContext", "capabilities"))
         entries += _length(_at(capabilities, ("add",))) + _length(_at(capabilities, ("drop",)))
     return entries

@@ -6,6 +6,7 @@ block of GPUSharingPolicy and GPUQuota.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -37,11 +38,19 @@ def check_glob(pattern: str) -> None:
 
 
 def glob_matches(patterns: Iterable[str], value: str) -> bool:
-    # Most patterns are plain names ("kube-system"): compared directly, they cost no fnmatch call.
-    return any(
-        fnmatchcase(value, pattern) if _WILDCARDS.intersection(pattern) else value == pattern
-        for pattern in patterns
-    )
+    # Most patterns are plain names ("kube-system"): one set lookup, and fnmatch only for globs.
+    names, globs = _split(patterns) if isinstance(patterns, tuple) else _split_now(patterns)
+    return value in names or any(fnmatchcase(value, pattern) for pattern in globs)
+
+
+def _split_now(patterns: Iterable[str]) -> tuple[frozenset[str], tuple[str, ...]]:
+    listed = tuple(patterns)
+    globs = tuple(p for p in listed if _WILDCARDS.intersection(p))
+    return frozenset(p for p in listed if p not in globs), globs
+
+
+# Exempt lists and policy matches are tuples held for the life of a policy load.
+_split = functools.lru_cache(maxsize=256)(_split_now)
 
 
 @dataclass(frozen=True)

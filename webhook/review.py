@@ -116,19 +116,20 @@ def mutate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
     ephemeral = operation == "UPDATE" and request.get("subResource") == EPHEMERAL
     if (operation != "CREATE" and not ephemeral) or skipped(request, deps.settings):
         return ALLOW
-    too_large = bounds.oversize(request.get("object"), request.get("oldObject"))
-    if too_large is not None:  # before the copy and diff, whose cost grows with the object
-        return oversized(too_large)
     scoped = scoped_pod(request, deps)
     if scoped is None:
         return ALLOW
     target = scoped[0]
     if ephemeral:  # `kubectl debug` adds a container to a running pod
         return _void_only(target, deps, scoped[1], ("ephemeralContainers",))
-    # Every pod comes here, so pods without GPUs skip the shape check: the void patch reads
-    # defensively, and /validate refuses a malformed pod whatever /mutate did.
+    # Every pod comes here, so pods without GPUs skip the shape check and the size bounds: the
+    # void patch reads defensively and costs one look at each container, and /validate refuses a
+    # malformed or oversized pod whatever /mutate did.
     if not is_gpu_pod(target, deps.policies.shared_names, deps.dra, scoped[1]):
         return _void_only(target, deps, scoped[1], gpu_pod=False)
+    too_large = bounds.oversize(request.get("object"), request.get("oldObject"))
+    if too_large is not None:  # before the copy and diff, whose cost grows with the object
+        return oversized(too_large)
     try:
         shape_checked(target)
     except ShapeError as e:

@@ -89,6 +89,10 @@ METADATA_BOUNDS: tuple[tuple[str, str, int], ...] = (
     ("finalizers", "finalizers", 64),
 )
 _ALL_CONTAINERS = ("containers", "initContainers", "ephemeralContainers")
+_PATHS = [path for path, _, _ in CONTAINER_BOUNDS]
+_ENV, _CLAIMS = _PATHS.index(("env",)), _PATHS.index(("resources", "claims"))
+# The container's own lists, looked up directly: this runs for every review.
+_CONTAINER_KEYS = tuple((i, path[0]) for i, path in enumerate(_PATHS) if len(path) == 1)
 _CONTAINERS = (dict, list)  # exact types: what a JSON decoder builds
 HINT = "the webhook reviews no more, so that every review finishes in time"
 
@@ -170,26 +174,68 @@ def _pod_problem(target: PodTarget) -> str | None:
         count = _length(spec.get(key))
         if count > limit:
             return f"{count} {what}, more than {limit}"
-    for path, what, limit in CONTAINER_BOUNDS:
-        count = sum(_length(_at(c, path)) for c in containers)
+    tally = _tally(containers)
+    for (_, what, limit), count in zip(CONTAINER_BOUNDS, tally.lists, strict=True):
         if count > limit:
             return f"{count} {what} over its containers, more than {limit}"
-    terms = sum(_length(_at(spec, ("affinity", *path))) for path in AFFINITY_TERMS)
-    if terms > MAX_AFFINITY_TERMS:
-        return f"{terms} affinity terms, more than {MAX_AFFINITY_TERMS}"
-    return (
-        _device_variable_problem(containers)
-        or _capability_problem(containers)
-        or _resource_problem(containers)
-    )
+    affinity = spec.get("affinity")
+    if affinity:
+        terms = sum(_length(_at(affinity, path)) for path in AFFINITY_TERMS)
+        if terms > MAX_AFFINITY_TERMS:
+            return f"{terms} affinity terms, more than {MAX_AFFINITY_TERMS}"
+    return tally.problem()
 
 
-def _device_variable_problem(containers: list[dict[str, Any]]) -> str | None:
-    count = sum(device_variables(c) for c in containers)
-    if count > MAX_DEVICE_VARIABLES:
-        what = "env entries naming device variables over its containers"
-        return f"{count} {what}, more than {MAX_DEVICE_VARIABLES}"
-    return None
+@dataclass
+class _Tally:
+    """What one pass over a pod's containers counts: this runs on every review."""
+
+    lists: list[int]  # CONTAINER_BOUNDS' lists, summed
+    device_variables: int = 0
+    capabilities: int = 0
+    longest_capabilities: tuple[int, str, str] = (0, "", "")  # count, container, add or drop
+    resource_names: int = 0
+
+    def problem(self) -> str | None:
+        if self.device_variables > MAX_DEVICE_VARIABLES:
+            what = "env entries naming device variables over its containers"
+            return f"{self.device_variables} {what}, more than {MAX_DEVICE_VARIABLES}"
+        count, name, key = self.longest_capabilities
+        if count > MAX_CAPABILITIES_PER_LIST:
+            return (
+                f"container {name!r} lists {count} capabilities to {key}, more than the "
+                f"{MAX_CAPABILITIES_PER_LIST} spellings of Linux's 41"
+            )
+        if self.capabilities > MAX_CAPABILITIES:
+            return f"{self.capabilities} capability entries over its containers, more than {MAX_CAPABILITIES}"
+        if self.resource_names > MAX_RESOURCE_NAMES:
+            what = "resource limits and requests over its containers"
+            return f"{self.resource_names} {what}, more than {MAX_RESOURCE_NAMES}"
+        return None
+
+
+def _tally(containers: list[dict[str, Any]]) -> _Tally:
+    tally = _Tally([0] * len(CONTAINER_BOUNDS))
+    lists = tally.lists
+    for container in containers:
+        for i, key in _CONTAINER_KEYS:
+            value = container.get(key)
+            if value:
+                lists[i] += _length(value)
+        tally.device_variables += device_variables(container)
+        resources = container.get("resources")
+        if isinstance(resources, dict):
+            lists[_CLAIMS] += _length(resources.get("claims"))
+            tally.resource_names += _length(resources.get("limits")) + _length(resources.get("requests"))
+        context = container.get("securityContext")
+        capabilities = context.get("capabilities") if isinstance(context, dict) else None
+        if isinstance(capabilities, dict):
+            for key in ("add", "drop"):
+                count = _length(capabilities.get(key))
+                tally.capabilities += count
+                if count > tally.longest_capabilities[0]:
+                    tally.longest_capabilities = (count, str(container.get("name", "?")), key)
+    return tally
 
 
 def device_variables(container: dict[str, Any]) -> int:
@@ -197,37 +243,12 @@ def device_variables(container: dict[str, Any]) -> int:
     env = container.get("env")
     if not isinstance(env, list):
         return 0
-    return sum(
-        1
-        for entry in env
-        if isinstance(entry, dict)
-        and isinstance(name := entry.get("name"), str)
-        and name.startswith(DEVICE_VARIABLE_PREFIXES)
-    )
-
-
-def _capability_problem(containers: list[dict[str, Any]]) -> str | None:
-    total = 0
-    for container in containers:
-        for key in ("add", "drop"):
-            count = _length(_at(container, ("securityContext", "capabilities", key)))
-            if count > MAX_CAPABILITIES_PER_LIST:
-                name = container.get("name", "?")
-                return (
-                    f"container {name!r} lists {count} capabilities to {key}, more than the "
-                    f"{MAX_CAPABILITIES_PER_LIST} spellings of Linux's 41"
-                )
-            total += count
-    if total > MAX_CAPABILITIES:
-        return f"{total} capability entries over its containers, more than {MAX_CAPABILITIES}"
-    return None
-
-
-def _resource_problem(containers: list[dict[str, Any]]) -> str | None:
-    total = sum(_length(_at(c, ("resources", s))) for c in containers for s in ("limits", "requests"))
-    if total > MAX_RESOURCE_NAMES:
-        return f"{total} resource limits and requests over its containers, more than {MAX_RESOURCE_NAMES}"
-    return None
+    count = 0
+    for entry in env:
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if isinstance(name, str) and name.startswith(DEVICE_VARIABLE_PREFIXES):
+            count += 1
+    return count
 
 
 def _containers(spec: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -279,9 +300,6 @@ def walked_entries(obj: KubeObject | None) -> int:
     containers = list(_containers(spec))
     entries = len(containers) + sum(_length(spec.get(key)) for key, _, _ in POD_BOUNDS)
     entries += sum(_length(metadata.get(key)) for key, _, _ in METADATA_BOUNDS)
-    for container in containers:
-        entries += sum(_length(_at(container, path)) for path, _, _ in CONTAINER_BOUNDS if path != ("env",))
-        entries += device_variables(container)
-        capabilities = _at(container, ("securityContext", "capabilities"))
-        entries += _length(_at(capabilities, ("add",))) + _length(_at(capabilities, ("drop",)))
-    return entries
+    tally = _tally(containers)
+    plain_env = tally.lists[_ENV]
+    return entries + sum(tally.lists) - plain_env + tally.device_variables + tally.capabilities

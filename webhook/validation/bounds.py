@@ -12,8 +12,9 @@ Kubernetes itself bounds few of these lists (its API validation sets no count on
 env, volumes, ports or capabilities); where it does, its bound is quoted. docs/security.md lists
 each bound with its reason.
 
-The check runs first in review() on /mutate and /validate, so `gpu-webhook review` and `scan`
-refuse the same objects as the server.
+The check runs first in review() on /validate, and on /mutate before a GPU pod's rewrite (a pod
+without GPUs gets only the void patch, linear in its containers), so `gpu-webhook review` and
+`scan` refuse the same objects as the server.
 """
 
 from __future__ import annotations

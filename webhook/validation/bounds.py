@@ -160,9 +160,9 @@ def count_values(obj: Any, limit: int) -> int:
 
 def _metadata_problem(metadata: dict[str, Any]) -> str | None:
     for key, what, limit in METADATA_BOUNDS:
-        count = _length(metadata.get(key))
-        if count > limit:
-            return f"{count} {what}, more than {limit}"
+        value = metadata.get(key)
+        if value and _length(value) > limit:
+            return f"{_length(value)} {what}, more than {limit}"
     return None
 
 
@@ -172,9 +172,9 @@ def _pod_problem(target: PodTarget) -> str | None:
     if len(containers) > MAX_CONTAINERS:
         return f"{len(containers)} containers, more than {MAX_CONTAINERS}"
     for key, what, limit in POD_BOUNDS:
-        count = _length(spec.get(key))
-        if count > limit:
-            return f"{count} {what}, more than {limit}"
+        value = spec.get(key)
+        if value and _length(value) > limit:
+            return f"{_length(value)} {what}, more than {limit}"
     tally = _tally(containers)
     for (_, what, limit), count in zip(CONTAINER_BOUNDS, tally.lists, strict=True):
         if count > limit:
@@ -266,7 +266,10 @@ def _at(node: Any, path: tuple[str, ...]) -> Any:
 
 
 def _length(value: Any) -> int:
-    return len(value) if isinstance(value, list | dict) else 0
+    return len(value) if isinstance(value, _SIZED) else 0
+
+
+_SIZED = (list, dict)  # a tuple: isinstance() with `list | dict` builds the union on every call
 
 
 def _describe(obj: dict[str, Any]) -> str:

@@ -161,6 +161,11 @@ def _readiness(
         checks = {"policies": store.current.version, "cluster": cluster_text}
         if store.last_error:
             checks["policy_reload"] = f"rejected, last good set in force: {store.last_error}"
+        if store.current.skipped:  # informational: the rest of the set is enforced
+            first = store.current.skipped[0]
+            checks["policy_skipped"] = (
+                f"{len(store.current.skipped)} document(s) not enforced, first: {first}"
+            )
         missing = unserved(store.current.shared_names, cluster.cache.allocatable, cluster.cache.dra())
         if missing:  # informational: the webhook works; the rewritten pods would stay Pending
             checks["resources"] = f"no node and no DeviceClass serves {', '.join(missing)}"

@@ -73,10 +73,15 @@ class PolicyProblem:
 
 
 class PolicyError(WebhookError):
-    """A policy set failed to load; carries every problem found, not just the first."""
+    """A policy set failed to load; carries every problem found, not just the first.
 
-    def __init__(self, problems: list[PolicyProblem]) -> None:
+    `skipped` are documents of other projects' kinds found on the way: they are not why the
+    set failed, but a user fixing the set should see them in the same pass.
+    """
+
+    def __init__(self, problems: list[PolicyProblem], skipped: tuple[PolicyProblem, ...] = ()) -> None:
         self.problems = problems
+        self.skipped = skipped
         super().__init__("\n".join(str(p) for p in problems))
 
 

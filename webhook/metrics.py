@@ -53,6 +53,11 @@ class Metrics:
             "How many policy sets have been loaded successfully by this process.",
             registry=self.registry,
         )
+        self.policy_documents_skipped = Gauge(
+            "gpu_webhook_policy_documents_skipped",
+            "Documents of the policy set in force that are of other projects' kinds, so not enforced.",
+            registry=self.registry,
+        )
         self.utilization_refresh_errors = Counter(
             "gpu_webhook_utilization_refresh_errors",
             "Failed reads of GPU utilization from Prometheus (placement hints then use older data or none).",

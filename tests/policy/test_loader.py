@@ -134,9 +134,10 @@ def test_every_problem_in_every_file_is_reported(tmp_path: Path) -> None:
     _write(
         tmp_path, "a.yaml", HEADER + "  sharing: {mode: magic}\n---\n" + HEADER + "  sharing: {mode: mig}\n"
     )
-    _write(tmp_path, "b.yml", "kind: Mystery\napiVersion: v9\n")
+    _write(tmp_path, "b.yml", "kind: GPUMystery\napiVersion: gpuwebhook.io/v1alpha1\n")
     problems = _problems(tmp_path)
-    # the bad mode, the second policy's duplicate name (reported with the first), the unknown kind
+    # the bad mode, the second policy's duplicate name (reported with the first), its missing
+    # gpuModel, and the unknown kind of our own group
     assert len(problems) == 4, problems
     assert any("also defined at" in reason for _, _, reason in problems)
 

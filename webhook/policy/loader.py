@@ -23,6 +23,7 @@ from webhook.policy.quota_kind import compile_quota
 from webhook.policy.schemas import GROUP_VERSION
 from webhook.policy.sharing_kind import compile_sharing_policy
 from webhook.policy.source import Document, YamlError, parse_documents, parse_path
+from webhook.policy.unsupported import is_own_group, skipped
 from webhook.quota.policy import GPUQuota
 from webhook.sharing_policy import SharingPolicy
 from webhook.validation import gatekeeper
@@ -99,7 +100,7 @@ def load_sources(
     compiled, trouble = compile_documents(kept + own, engine)
     problems += trouble
     if problems:
-        raise PolicyError(sorted(problems, key=_reading_order))
+        raise PolicyError(sorted(problems, key=_reading_order), skipped=compiled.skipped)
     in_force = [s for s in base if any(d.file == str(Path(s[0])) for d in kept)]
     digest = hashlib.sha256()
     for name, text in in_force:
@@ -147,6 +148,7 @@ def compile_documents(
     sharing: list[SharingPolicy] = []
     quotas: list[GPUQuota] = []
     problems: list[PolicyProblem] = []
+    foreign: list[PolicyProblem] = []
     gatekeeper_documents: list[Document] = []
     ours: list[Document] = []
     for document in documents:
@@ -157,6 +159,9 @@ def compile_documents(
             gatekeeper_documents.append(document)
             continue
         compiler = COMPILERS.get(key)
+        if compiler is None and _foreign(document):
+            foreign.append(skipped(document, _known_kinds()))
+            continue
         if compiler is None:
             problems.append(document.problem(("kind",), _unknown_kind(document)))
             continue
@@ -172,7 +177,13 @@ def compile_documents(
     problems += _duplicate_names(ours)
     ordered = tuple(sorted(sharing, key=lambda p: (-p.priority, p.name)))
     constraints, rego, trouble = _compile_gatekeeper(gatekeeper_documents, engine)
-    policies = PolicySet(sharing=ordered, quotas=tuple(quotas), constraints=constraints, engine=rego)
+    policies = PolicySet(
+        sharing=ordered,
+        quotas=tuple(quotas),
+        constraints=constraints,
+        engine=rego,
+        skipped=tuple(sorted(foreign, key=_reading_order)),
+    )
     return policies, sorted(problems + trouble, key=_reading_order)
 
 
@@ -200,11 +211,22 @@ def _line_finder(document: Document) -> Callable[[str], int]:
     return lambda path: document.line_of(parse_path(path))
 
 
+def _foreign(document: Document) -> bool:
+    """Another project's kind: skipped and reported, never a reason to reject the whole set."""
+    return bool(document.kind and document.api_version) and not is_own_group(document)
+
+
+def _known_kinds() -> str:
+    own = ", ".join(f"{kind} ({version})" for version, kind in sorted(COMPILERS))
+    return f"{own}, and Gatekeeper ConstraintTemplates and constraints"
+
+
 def _unknown_kind(document: Document) -> str:
     if not isinstance(document.data, dict):
         return "a policy document must be a mapping with apiVersion and kind"
-    known = ", ".join(f"{kind} ({version})" for version, kind in sorted(COMPILERS))
-    return f"unknown kind {document.kind!r} in {document.api_version!r}; known: {known}"
+    if not document.kind or not document.api_version:
+        return "a policy document needs both apiVersion and kind"
+    return f"unknown kind {document.kind!r} in {document.api_version!r}; known: {_known_kinds()}"
 
 
 def _name_problems(document: Document) -> list[PolicyProblem]:

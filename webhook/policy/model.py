@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from webhook.errors import PolicyProblem
 from webhook.policy.engines import ConstraintSet, Engine
 from webhook.quota.policy import GPUQuota
 from webhook.sharing_policy import SharingPolicy
@@ -19,6 +20,8 @@ class PolicySet:
     # Gatekeeper constraints, indexed by kind and namespace, and the engine that runs their templates.
     constraints: ConstraintSet | None = field(default=None, compare=False)
     engine: Engine | None = field(default=None, compare=False)
+    # Documents of other projects' kinds: not enforced, reported (webhook.policy.unsupported).
+    skipped: tuple[PolicyProblem, ...] = ()
 
     @property
     def shared_names(self) -> tuple[str, ...]:

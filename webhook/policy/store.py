@@ -50,6 +50,12 @@ class PolicyStore:
         self._current = candidate
         self.last_error = None
         self._metrics.policy_generation.inc()
+        self._metrics.policy_documents_skipped.set(len(candidate.skipped))
+        if candidate.skipped:
+            log.warning(
+                "policy documents skipped, not enforced",
+                extra={"policies": self.sources.describe(), "skipped": [str(p) for p in candidate.skipped]},
+            )
         log.info(
             "policy set loaded",
             extra={

@@ -11,6 +11,7 @@ this package's step budget.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -95,12 +96,27 @@ def _compiled(
         max_bytes=MAX_EXPRESSION_BYTES,
     )
     try:
-        tree = checked_tree(expression, environment)
+        tree = checked_tree(_without_trailing_commas(expression), environment)
         if variables is not None:
             _check_variables(tree, variables)
         return Program(expression, tree, literal_values(tree))
     except SelectorError as e:
         raise CelCompileError(str(e)) from None
+
+
+_TRAILING_COMMA: Final = re.compile(r",(\s*[\]}])")
+
+
+def _without_trailing_commas(expression: str) -> str:
+    """cel-go's grammar allows a comma after the last element of a list or map literal
+    (`[1, 2,]`, `{"a": 1,}`), which gatekeeper-library's seccomp templates use; cel-python's
+    does not. Dropped here, outside string literals and comments."""
+    pieces, last = [], 0
+    for literal in syntax.NOT_CODE.finditer(expression):
+        pieces += [_TRAILING_COMMA.sub(r"\1", expression[last : literal.start()]), literal.group(0)]
+        last = literal.end()
+    pieces.append(_TRAILING_COMMA.sub(r"\1", expression[last:]))
+    return "".join(pieces)
 
 
 def _check_variables(tree: lark.Tree[Any], declared: frozenset[str]) -> None:

@@ -17,6 +17,7 @@ import orjson
 
 from webhook.errors import PolicyError, PolicyProblem
 from webhook.policy.engines import ConstraintSet, Engine
+from webhook.policy.engines.cel import with_cel
 from webhook.policy.engines.regopy import RegoEngine
 from webhook.policy.model import PolicySet
 from webhook.policy.quota_kind import compile_quota
@@ -196,7 +197,7 @@ def _compile_gatekeeper(
     pairs = [(d.data, Where(d.file, _line_finder(d))) for d in documents]
     try:
         found = gatekeeper.parse_documents(pairs)
-        compiled = engine(found.templates, found.constraints) if found.templates else None
+        compiled = with_cel(engine)(found.templates, found.constraints) if found.templates else None
     except PolicyError as e:
         return None, None, e.problems
     return ConstraintSet(found.constraints), compiled, []

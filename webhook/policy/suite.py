@@ -21,6 +21,7 @@ import yaml
 
 from webhook.errors import PolicyError
 from webhook.policy.engines import ConstraintSet, Engine
+from webhook.policy.engines.cel import with_cel
 from webhook.validation.gatekeeper import (
     Constraint,
     ConstraintTemplate,
@@ -100,7 +101,7 @@ def run_paths(paths: Iterable[Path], engine_factory: EngineFactory | None = None
 
 
 def run_suite(path: Path, engine_factory: EngineFactory | None = None) -> list[CaseResult]:
-    factory = engine_factory or _default_factory
+    factory = with_cel(engine_factory or _default_factory)
     name = str(path)
     try:
         suite = _single(path)

@@ -19,6 +19,7 @@ from webhook.errors import PolicyError, PolicyProblem
 from webhook.match import SelectorError
 from webhook.types import EnforcementAction
 from webhook.validation.constraint_match import ConstraintMatch, parse_match
+from webhook.validation.gatekeeper_cel import CelSource, cel_block, parse_source
 
 TARGET = "admission.k8s.gatekeeper.sh"
 TEMPLATE_API_VERSIONS = ("templates.gatekeeper.sh/v1", "templates.gatekeeper.sh/v1beta1")
@@ -64,19 +65,32 @@ class RegoSource:
 
 @dataclass(frozen=True)
 class ConstraintTemplate:
+    """A template with a Rego source, a K8sNativeValidation (CEL) source, or both. With both,
+    CEL is evaluated: Gatekeeper gives its K8sNativeValidation driver priority over Rego
+    (website/docs/validating-admission-policy.md; main.go registers that driver first)."""
+
     name: str
     kind: str
-    rego: RegoSource
+    rego: RegoSource | None
     libs: tuple[RegoSource, ...]
     schema: Mapping[str, Any] | None
     where: Where = field(compare=False)
+    cel: CelSource | None = None
+
+    @property
+    def evaluated_by_cel(self) -> bool:
+        return self.cel is not None
 
     @property
     def sources(self) -> tuple[RegoSource, ...]:
-        return (self.rego, *self.libs)
+        """The Rego modules; none for a template that only has CEL."""
+        return () if self.rego is None else (self.rego, *self.libs)
 
     @cached_property  # asked on every review
     def uses_inventory(self) -> bool:
+        """Whether evaluating needs data.inventory: Rego that reads it, or CEL's namespaceObject."""
+        if self.cel is not None:
+            return any("namespaceObject" in text for text in self.cel.expressions)
         return any("inventory" in s.text for s in self.sources)
 
 
@@ -152,9 +166,22 @@ def parse_template(doc: Mapping[str, Any], where: Where) -> ConstraintTemplate:
         raise PolicyError(problems)
     spec = doc["spec"]
     kind = spec["crd"]["spec"]["names"]["kind"]
-    rego, libs = _rego_sources(spec["targets"][0], where)
+    target = spec["targets"][0]
+    rego, libs = _rego_sources(target, where) if _rego_block(target) is not None else (None, ())
+    cel = _cel_source(target, where)
     validation = (spec["crd"]["spec"].get("validation") or {}).get("openAPIV3Schema")
-    return ConstraintTemplate(doc["metadata"]["name"], kind, rego, libs, validation, where)
+    return ConstraintTemplate(doc["metadata"]["name"], kind, rego, libs, validation, where, cel)
+
+
+def _cel_source(target: Mapping[str, Any], where: Where) -> CelSource | None:
+    """Every CEL expression compiled now: one that does not compile is a problem at load."""
+    block = cel_block(target)
+    if block is None:
+        return None
+    source, problems = parse_source(*block)
+    if problems:
+        raise PolicyError([where.problem(path, reason) for path, reason in problems])
+    return source
 
 
 def _template_problems(doc: Mapping[str, Any], where: Where) -> Iterator[PolicyProblem]:
@@ -174,8 +201,12 @@ def _template_problems(doc: Mapping[str, Any], where: Where) -> Iterator[PolicyP
         return
     if targets[0].get("target") != TARGET:
         yield where.problem("spec.targets[0].target", f"must be {TARGET}")
-    if _rego_block(targets[0]) is None:
-        yield where.problem("spec.targets[0]", "has no Rego source (rego, or code with engine: Rego)")
+    if _rego_block(targets[0]) is None and cel_block(targets[0]) is None:
+        yield where.problem(
+            "spec.targets[0]",
+            "has neither a Rego source (rego, or code with engine: Rego)"
+            " nor a CEL source (code with engine: K8sNativeValidation)",
+        )
     schema = _get(doc, "spec", "crd", "spec", "validation", "openAPIV3Schema")
     if schema is not None:
         try:

@@ -14,7 +14,8 @@ names, deep nesting) raises UnsupportedSelector.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final, cast
 
 import lark
@@ -54,20 +55,40 @@ from webhook.dra.cel.limits import INT64, MAX_DEPTH, MAX_EXPRESSION_BYTES
 from webhook.dra.cel.strings import compile_regex
 
 
-def checked_tree(expression: str) -> lark.Tree[Any]:
-    """The simplified tree of a selector that compiles; raises SelectorError otherwise."""
+@dataclass(frozen=True)
+class Environment:
+    """The names an expression may use, and what its environment adds to the selectors' one.
+
+    `roots` are the top-level variables with their types; `results` the types the whole
+    expression may have, None for any (DYN is always accepted, checked when evaluated); `excluded` the
+    functions of SIGNATURES this environment does not declare; `filtered_map` allows the
+    three-argument `map(x, filter, transform)`."""
+
+    roots: Mapping[str, str]
+    results: frozenset[str] | None = frozenset({BOOL})
+    excluded: frozenset[str] = frozenset()
+    filtered_map: bool = False
+    max_bytes: int = MAX_EXPRESSION_BYTES
+
+
+SELECTORS: Final = Environment(roots={"device": DEVICE})
+
+
+def checked_tree(expression: str, environment: Environment = SELECTORS) -> lark.Tree[Any]:
+    """The simplified tree of an expression that compiles; raises SelectorError otherwise."""
     size = len(expression.encode("utf-8", "surrogatepass"))
-    if size > MAX_EXPRESSION_BYTES:
-        raise SelectorError(f"too long: {size} bytes, the limit is {MAX_EXPRESSION_BYTES}")
+    if size > environment.max_bytes:
+        raise SelectorError(f"too long: {size} bytes, the limit is {environment.max_bytes}")
     tree = syntax.simplified(syntax.parsed(expression))
     if syntax.depth(tree) > MAX_DEPTH:
         raise UnsupportedSelector(f"nested more than {MAX_DEPTH} levels deep")
     try:
-        result = _Checker().kind(tree)
+        result = _Checker(environment).kind(tree)
     except RecursionError as e:
         raise UnsupportedSelector("nested too deeply to check here") from e
-    if result not in (BOOL, DYN):
-        raise SelectorError(f"must evaluate to bool, not {result}")
+    if environment.results is not None and result != DYN and result not in environment.results:
+        wanted = " or ".join(sorted(environment.results))
+        raise SelectorError(f"must evaluate to {wanted}, not {result}")
     return tree
 
 
@@ -97,7 +118,8 @@ class _Checker:
     whether a selector compiles needs: an attribute's value is `dyn`, checked when evaluated.
     It reads simplified trees: no one-child pass-through nodes."""
 
-    def __init__(self) -> None:
+    def __init__(self, environment: Environment) -> None:
+        self._environment = environment
         self._variables: list[str] = []
 
     def kind(self, tree: lark.Tree[Any]) -> str:
@@ -176,7 +198,8 @@ class _Checker:
         target, name_token, *rest = tree.children
         name, arguments = str(name_token), syntax.arguments(rest)
         namespace = syntax.bare_name(target)
-        if namespace is not None and namespace not in self._variables and namespace != "device":
+        roots = self._environment.roots
+        if namespace is not None and namespace not in self._variables and namespace not in roots:
             return self._namespaced(namespace, name, arguments)
         if name in syntax.MACROS:
             return self._macro(name, self.kind(target), arguments)
@@ -197,6 +220,8 @@ class _Checker:
         return self._scoped(variable, arguments[2])
 
     def _macro(self, name: str, target: str, arguments: list[Any]) -> str:
+        if len(arguments) == 3 and name == "map" and self._environment.filtered_map:
+            return self._filtered_map(target, arguments)
         if len(arguments) == 3:
             raise UnsupportedSelector(f"{name}() with three arguments is not supported")
         if len(arguments) != 2:
@@ -206,6 +231,13 @@ class _Checker:
         if name != "map":
             _require(body, {BOOL}, f"the predicate of {name}()")
         return syntax.MACROS[name]
+
+    def _filtered_map(self, target: str, arguments: list[Any]) -> str:
+        _require(_family(target), {LIST, MAP}, "the target of map()")
+        variable = syntax.variable(arguments[0], "map()")
+        _require(self._scoped(variable, arguments[1]), {BOOL}, "the filter of map()")
+        self._scoped(variable, arguments[2])
+        return LIST
 
     def _scoped(self, variable: str, body: lark.Tree[Any]) -> str:
         self._variables.append(variable)
@@ -232,7 +264,7 @@ class _Checker:
         return BOOL
 
     def _call(self, name: str, arguments: list[Any], receiver: str | None) -> str:
-        function = SIGNATURES.get(name)
+        function = None if name in self._environment.excluded else SIGNATURES.get(name)
         if function is None:
             if name in UNSUPPORTED_FUNCTIONS:
                 raise UnsupportedSelector(f"{name}() is not supported")
@@ -254,8 +286,8 @@ class _Checker:
         name = str(tree.children[0])
         if name in self._variables:
             return DYN
-        if name == "device":
-            return DEVICE
+        if name in self._environment.roots:
+            return self._environment.roots[name]
         if name in TYPE_NAMES:
             return TYPE
         raise SelectorError(f"undeclared reference to '{name}'")

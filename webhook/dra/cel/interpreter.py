@@ -27,15 +27,15 @@ from webhook.dra.cel.values import Domains, kind_of
 class Budget:
     """The steps left to one evaluation, shared by every scope it opens."""
 
-    __slots__ = ("left",)
+    __slots__ = ("left", "limit")
 
-    def __init__(self) -> None:
-        self.left = MAX_STEPS
+    def __init__(self, limit: int = MAX_STEPS) -> None:
+        self.left = self.limit = limit
 
     def spend(self) -> None:
         self.left -= 1
         if self.left < 0:
-            raise BeyondLimits(f"more than {MAX_STEPS} evaluation steps")
+            raise BeyondLimits(f"more than {self.limit} evaluation steps")
 
 
 class Interpreter:
@@ -168,8 +168,14 @@ class Interpreter:
             return collection
         if not isinstance(collection, (list, dict)):
             return runtime_error(f"no such overload: {name}() on {kind_of(collection)}")
-        variable, body = syntax.variable(arguments[0], f"{name}()"), arguments[1]
-        results = ((item, self._bound(body, variable, item)) for item in list(collection))
+        variable, body = syntax.variable(arguments[0], f"{name}()"), arguments[-1]
+        items = list(collection)
+        if len(arguments) == 3:  # map(x, filter, transform): the checker allows it where declared
+            kept = _filter((item, self._bound(arguments[1], variable, item)) for item in items)
+            if isinstance(kept, CELEvalError):
+                return kept
+            items = list(cast(list[Any], kept))
+        results = ((item, self._bound(body, variable, item)) for item in items)
         return _COMPREHENSIONS[name](results)
 
 

@@ -30,7 +30,7 @@ def _parser() -> CELParser:
 
 
 # String literals and comments, so that optional syntax is looked for only in code.
-_NOT_CODE: Final = re.compile(
+NOT_CODE: Final = re.compile(
     r"""[rRbB]{0,2}(?:\"\"\"[\s\S]*?\"\"\"|'''[\s\S]*?'''|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')"""
     r"""|//[^\n]*"""
 )
@@ -41,7 +41,7 @@ def parsed(expression: str) -> lark.Tree[Any]:
     try:
         return _parser().parse(expression)
     except CELParseError as e:
-        if _OPTIONAL_SYNTAX.search(_NOT_CODE.sub('""', expression)):
+        if _OPTIONAL_SYNTAX.search(NOT_CODE.sub('""', expression)):
             raise UnsupportedSelector("optional field syntax is not supported") from e
         raise SelectorError(_syntax_error(expression, e)) from e
 

@@ -53,6 +53,17 @@ class ConstraintSet:
         self._index = MatchIndex(constraints, lambda c: c.match)
         self.parameters = ParameterTable(self._index.items)
         self._reads_namespaces = any(c.match.namespace_selector is not None for c in self._index.items)
+        self._splits: dict[frozenset[str], tuple[ConstraintSet, ConstraintSet]] = {}
+
+    def split(self, kinds: frozenset[str]) -> tuple[ConstraintSet, ConstraintSet]:
+        """(the constraints of `kinds`, the others), built once per set of kinds: an engine that
+        runs some templates here and the rest elsewhere asks on every request."""
+        found = self._splits.get(kinds)
+        if found is None:
+            chosen = [c for c in self._index.items if c.kind in kinds]
+            others = [c for c in self._index.items if c.kind not in kinds]
+            found = self._splits[kinds] = (ConstraintSet(chosen), ConstraintSet(others))
+        return found
 
     @property
     def constraints(self) -> tuple[Constraint, ...]:

@@ -129,6 +129,8 @@ def _shape_problems(template: ConstraintTemplate, modules: Sequence[Module]) -> 
     if any(module.tokens[rule.name_first].text == "violation" for rule in module.rules):
         return []
     source = template.rego
+    if source is None:
+        return []
     return [PolicyProblem(source.file, source.first_line, source.path, "the Rego defines no violation rule")]
 
 

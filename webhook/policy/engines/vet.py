@@ -50,7 +50,8 @@ def crash_problems(
         return [PolicyProblem("", 0, "", f"the template check crashed (signal {signal}) before starting")]
     source = templates[culprit].rego
     reason = f"regopy crashed (signal {signal}) compiling or evaluating this template, so it cannot be loaded"
-    found = [PolicyProblem(source.file, source.first_line, source.path, reason)]
+    file = source.file if source else templates[culprit].where.file
+    found = [PolicyProblem(file, source.first_line if source else 0, source.path if source else "", reason)]
     rest = {
         kind: own for kind, own in modules.items() if list(modules).index(kind) > list(modules).index(culprit)
     }

@@ -44,8 +44,11 @@ PRECHECKS: dict[str, Precheck] = {
 
 
 def fingerprint(template: ConstraintTemplate) -> str:
-    """SHA-256 of the template's Rego sources and their Rego versions; its name does not count."""
+    """SHA-256 of the template's Rego sources and their Rego versions; its name does not count.
+    A template that also has CEL is evaluated by CEL, so it matches no Rego fingerprint."""
     digest = hashlib.sha256()
+    if template.cel is not None:
+        digest.update(b"cel\0")
     for source in template.sources:
         digest.update(b"v1\0" if source.v1 else b"v0\0")
         digest.update(source.text.encode())

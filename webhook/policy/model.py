@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from webhook.native.model import NONE, NativePolicies
 from webhook.policy.engines import ConstraintSet, Engine
 from webhook.quota.policy import GPUQuota
 from webhook.sharing_policy import SharingPolicy
@@ -19,6 +20,8 @@ class PolicySet:
     # Gatekeeper constraints, indexed by kind and namespace, and the engine that runs their templates.
     constraints: ConstraintSet | None = field(default=None, compare=False)
     engine: Engine | None = field(default=None, compare=False)
+    # ValidatingAdmissionPolicies and MutatingAdmissionPolicies with their bindings.
+    native: NativePolicies = field(default=NONE, compare=False)
 
     @property
     def shared_names(self) -> tuple[str, ...]:

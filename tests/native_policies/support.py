@@ -76,7 +76,9 @@ def pod(namespace: str = "meshed", labels: Mapping[str, str] | None = None) -> d
     }
 
 
-def request(obj: dict[str, Any], operation: str = "CREATE", old: dict[str, Any] | None = None) -> AdmissionRequest:
+def request(
+    obj: dict[str, Any], operation: str = "CREATE", old: dict[str, Any] | None = None
+) -> AdmissionRequest:
     group, resource = RESOURCES[obj["kind"]]
     version = obj["apiVersion"].rpartition("/")[2]
     gvk = {"group": group, "version": version, "kind": obj["kind"]}

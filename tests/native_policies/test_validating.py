@@ -31,8 +31,12 @@ spec:
 """
 
 
-def policy(expression: str = "object.spec.replicas <= 5", actions: str = "[Deny]", failure: str = "Fail") -> str:
-    return POLICY.replace("EXPRESSION", repr(expression)).replace("ACTIONS", actions).replace("FAILURE", failure)
+def policy(
+    expression: str = "object.spec.replicas <= 5", actions: str = "[Deny]", failure: str = "Fail"
+) -> str:
+    return (
+        POLICY.replace("EXPRESSION", repr(expression)).replace("ACTIONS", actions).replace("FAILURE", failure)
+    )
 
 
 @pytest.mark.parametrize(
@@ -86,15 +90,24 @@ def test_missing_param_with_deny_action() -> None:
 def test_unknown_param_kind_follows_failure_policy() -> None:
     """No source of params at all (a server without an inventory): the paramKind is not known."""
     base = deps(bundled())
-    decision = review(request(deployment(1, "params")), "validate", base.__class__(**{**base.__dict__, "native_params": None}))
+    decision = review(
+        request(deployment(1, "params")),
+        "validate",
+        base.__class__(**{**base.__dict__, "native_params": None}),
+    )
     assert not decision.allowed
     assert "not known" in decision.message
 
 
 @pytest.mark.parametrize(
     ("actions", "allowed", "warned", "audited"),
-    [("[Deny]", False, False, False), ("[Warn]", True, True, False), ("[Audit]", True, False, True),
-     ("[Warn, Audit]", True, True, True), ("[Deny, Audit]", False, False, True)],
+    [
+        ("[Deny]", False, False, False),
+        ("[Warn]", True, True, False),
+        ("[Audit]", True, False, True),
+        ("[Warn, Audit]", True, True, True),
+        ("[Deny, Audit]", False, False, True),
+    ],
 )
 def test_validation_actions(actions: str, allowed: bool, warned: bool, audited: bool) -> None:
     """dispatcher.go: each action of the binding applies to a failed validation."""
@@ -125,20 +138,49 @@ def test_runtime_error_follows_failure_policy(failure: str, allowed: bool) -> No
 @pytest.mark.parametrize(
     ("operation", "resource_rule", "matched"),
     [
-        ("CREATE", "{apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: [deployments]}", True),
-        ("UPDATE", "{apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: [deployments]}", False),
+        (
+            "CREATE",
+            "{apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: [deployments]}",
+            True,
+        ),
+        (
+            "UPDATE",
+            "{apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: [deployments]}",
+            False,
+        ),
         ("CREATE", "{apiGroups: ['*'], apiVersions: ['*'], operations: ['*'], resources: ['*']}", True),
-        ("CREATE", "{apiGroups: [apps], apiVersions: [v1beta2], operations: [CREATE], resources: [deployments]}", True),
-        ("CREATE", "{apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: [deployments/scale]}", False),
+        (
+            "CREATE",
+            "{apiGroups: [apps], apiVersions: [v1beta2], operations: [CREATE], resources: [deployments]}",
+            True,
+        ),
+        (
+            "CREATE",
+            "{apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: [deployments/scale]}",
+            False,
+        ),
         ("CREATE", "{apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: ['*/*']}", True),
-        ("CREATE", "{apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: [deployments], scope: Cluster}", False),
+        (
+            "CREATE",
+            "{apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: [deployments], scope: Cluster}",
+            False,
+        ),
     ],
-    ids=["exact", "other-operation", "wildcards", "equivalent-version", "subresource-only", "all-subresources", "cluster-scope"],
+    ids=[
+        "exact",
+        "other-operation",
+        "wildcards",
+        "equivalent-version",
+        "subresource-only",
+        "all-subresources",
+        "cluster-scope",
+    ],
 )
 def test_resource_rules(operation: str, resource_rule: str, matched: bool) -> None:
     """predicates/rules/rules.go, and matchPolicy Equivalent (matching.go) for another version."""
     text = policy().replace(
-        "{apiGroups: [apps], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [deployments]}", resource_rule
+        "{apiGroups: [apps], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [deployments]}",
+        resource_rule,
     )
     old = deployment(1) if operation == "UPDATE" else None
     decision = review(request(deployment(9), operation, old), "validate", deps(policies(text)))
@@ -155,8 +197,12 @@ def test_exclude_rules_win() -> None:
     assert review(request(deployment(9)), "validate", deps(policies(text))).allowed
 
 
-@pytest.mark.parametrize(("condition", "allowed"), [("true", False), ("false", True), ("object.nope.x", False)])
+@pytest.mark.parametrize(
+    ("condition", "allowed"), [("true", False), ("false", True), ("object.nope.x", False)]
+)
 def test_match_conditions(condition: str, allowed: bool) -> None:
     """A false condition skips the policy; an error (none false) follows failurePolicy Fail."""
-    text = policy().replace("  validations:", f"  matchConditions:\n    - {{name: c, expression: {condition!r}}}\n  validations:")
+    text = policy().replace(
+        "  validations:", f"  matchConditions:\n    - {{name: c, expression: {condition!r}}}\n  validations:"
+    )
     assert review(request(deployment(9)), "validate", deps(policies(text))).allowed is allowed

@@ -53,8 +53,8 @@ def _labels(obj: Any) -> Mapping[str, str]:
 
 
 def _resource(request: AdmissionRequest) -> dict[str, str]:
-    resource = request.get("resource")
-    return dict(resource) if isinstance(resource, dict) else {}
+    resource: Any = request.get("resource")
+    return {str(k): str(v) for k, v in resource.items()} if isinstance(resource, dict) else {}
 
 
 def is_namespace(request: AdmissionRequest) -> bool:

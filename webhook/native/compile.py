@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, cast
 
 from webhook.admission_cel import CelCompileError, Program, compile_program
 from webhook.errors import PolicyProblem
@@ -36,10 +36,21 @@ from webhook.native.model import (
     Validation,
     ValidationAction,
 )
-from webhook.policy.source import Document
 
 Where = tuple[str | int, ...]
-T = TypeVar("T")
+
+
+class Document(Protocol):
+    """A policy document that knows where its fields are (webhook.policy.source.Document)."""
+
+    @property
+    def data(self) -> Any: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    def problem(self, path: Sequence[str | int], reason: str) -> PolicyProblem: ...
+
 
 # The variables every admission policy expression may read (validating/typechecking.go);
 # `authorizer` needs kube-apiserver's authorizer, which a webhook cannot ask.

@@ -162,7 +162,8 @@ def test_runtime_error_follows_failure_policy(failure: str, allowed: bool) -> No
         ("CREATE", "{apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: ['*/*']}", True),
         (
             "CREATE",
-            "{apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: [deployments], scope: Cluster}",
+            "{apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: [deployments],"
+            " scope: Cluster}",
             False,
         ),
     ],

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, cast
 
-from webhook.admission_cel import CelCompileError, Program, compile_program
+from webhook.admission_cel import CelCompileError, Program, compile_program, construction
 from webhook.errors import PolicyProblem
 from webhook.match import LabelSelector, SelectorError
 from webhook.native.model import (
@@ -115,7 +115,7 @@ class Problems:
             self.add(where, "reads `authorizer`, which only kube-apiserver can answer; not supported here")
             return None
         try:
-            return compile_program(expression, CEL_NAMES)
+            return compile_program(expression, (*CEL_NAMES, *construction.NAMES))
         except CelCompileError as e:
             self.add(where, f"CEL expression does not compile: {e}")
             return None

@@ -24,6 +24,7 @@ from webhook.keeper.loop import KeeperLoop
 from webhook.keeper.setup import build_template_keeper
 from webhook.match import glob_matches
 from webhook.metrics import Metrics
+from webhook.native.params import from_layout
 from webhook.policy.loader import EngineFactory, regopy_engine
 from webhook.policy.sources import PolicySources
 from webhook.policy.store import PolicyStore
@@ -84,6 +85,8 @@ def build_service(settings: Settings) -> Service:
             kubernetes_version=version,
             dra=cluster.cache.dra(),
             allocatable=cluster.cache.allocatable,
+            # Param kinds are not watched: with --inventory FILE they come from it, else none is known.
+            native_params=from_layout(inventory) if settings.inventory else None,
         )
         return review(request, endpoint, deps)
 

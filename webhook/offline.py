@@ -16,6 +16,7 @@ from webhook import kubeversion
 from webhook.admission import check_request
 from webhook.decision import Decision
 from webhook.inventory import Inventory, cache_from
+from webhook.native.params import from_objects
 from webhook.policy.model import PolicySet
 from webhook.policy.sources import PolicySources, load_policies
 from webhook.quota.gate import LocalGate, LookOnlyGate
@@ -190,4 +191,5 @@ def offline_deps(
         kubernetes_version=kubernetes_version,
         dra=cache.dra(),
         allocatable=cache.allocatable,
+        native_params=from_objects(inventory.objects),
     )

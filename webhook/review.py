@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
+import jsonpatch
+
 from webhook.accounting import names
 from webhook.accounting.asks import same_asks
 from webhook.accounting.count import CLAIM_KINDS, ESTIMATED, GpuCount, count_gpus
@@ -30,12 +32,15 @@ from webhook.match import glob_matches
 from webhook.mutation import resources, void
 from webhook.mutation.engine import mutate_object, select_policy
 from webhook.mutation.shape import ShapeError, check_pod_shape
+from webhook.native import mutating as native_mutating
+from webhook.native import validating as native_validating
+from webhook.native.params import ParamSource
 from webhook.policy.constraints import evaluate_constraints
 from webhook.policy.engines import ConstraintSet
 from webhook.policy.model import PolicySet
 from webhook.quota.gate import QuotaGate
 from webhook.sharing_policy import SharingPolicy
-from webhook.types import AdmissionRequest, Endpoint, EnforcementAction, KubeObject
+from webhook.types import AdmissionRequest, Endpoint, EnforcementAction, KubeObject, PatchOperation
 from webhook.validation import bounds, builtin, dra
 from webhook.validation.gatekeeper import Constraint
 from webhook.validation.prechecks import fingerprint
@@ -94,6 +99,8 @@ class ReviewDeps:
     dra: DraIndex | None = None
     # Extended resource names nodes advertise; None: unknown (then no name is called unserved).
     allocatable: frozenset[str] | None = None
+    # The param objects of native admission policies, by apiVersion and kind; None: none known.
+    native_params: ParamSource | None = None
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,63 @@ def review(request: AdmissionRequest, endpoint: Endpoint, deps: ReviewDeps) -> D
 
 
 def mutate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
+    """MutatingAdmissionPolicies first, as kube-apiserver runs them before any webhook; then the
+    GPU mutators on their result; the patch goes from the request's object to the end result."""
+    native = deps.policies.native
+    if not native.mutating or skipped(request, deps.settings):
+        return _gpu_mutate(request, deps)
+    too_large = bounds.oversize(request.get("object"), request.get("oldObject"))
+    if too_large is not None:  # before CEL, whose cost grows with the object
+        return oversized(too_large)
+    outcome = _native_mutation(request, deps)
+    if outcome.denial is not None:
+        return deny(outcome.denial, findings=tuple(outcome.findings))
+    if outcome.object is None or outcome.object == request.get("object"):
+        return _gpu_mutate(request, deps)
+    decision = _gpu_mutate(cast(AdmissionRequest, {**request, "object": outcome.object}), deps)
+    if not decision.allowed:
+        return decision
+    final = jsonpatch.apply_patch(outcome.object, list(decision.patch)) if decision.patch else outcome.object
+    if outcome.reinvoke and final != outcome.object:  # IfNeeded policies see what the GPU mutators wrote
+        again = _native_mutation(
+            cast(AdmissionRequest, {**request, "object": final}), deps, frozenset(outcome.reinvoke)
+        )
+        if again.denial is not None:
+            return deny(again.denial, findings=tuple(outcome.findings + again.findings))
+        final = again.object if again.object is not None else final
+    patch = cast(tuple[PatchOperation, ...], tuple(jsonpatch.make_patch(request.get("object"), final).patch))
+    findings = (*outcome.findings, *decision.findings)
+    return replace(decision, patch=patch, object=final, findings=findings)
+
+
+def _native_mutation(
+    request: AdmissionRequest, deps: ReviewDeps, only: frozenset[str] | None = None
+) -> native_mutating.MutationOutcome:
+    labels = _namespace_labels(request, deps)
+    return native_mutating.mutate(request, deps.policies.native, labels, deps.native_params, only=only)
+
+
+def _namespace_labels(request: AdmissionRequest, deps: ReviewDeps) -> Mapping[str, str]:
+    namespace = request.get("namespace") or ""
+    if not namespace:
+        return {}
+    return {"kubernetes.io/metadata.name": namespace, **deps.namespace_labels(namespace)}
+
+
+def _native_validation(
+    request: AdmissionRequest, deps: ReviewDeps, actions: frozenset[EnforcementAction]
+) -> native_validating.NativeOutcome:
+    native = deps.policies.native
+    if not native.validating:
+        return native_validating.NativeOutcome()
+    outcome = native_validating.validate(
+        request, native, _namespace_labels(request, deps), deps.native_params
+    )
+    outcome.findings = [f for f in outcome.findings if f.action in actions]
+    return outcome
+
+
+def _gpu_mutate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
     operation = request["operation"]
     ephemeral = operation == "UPDATE" and request.get("subResource") == EPHEMERAL
     if (operation != "CREATE" and not ephemeral) or skipped(request, deps.settings):
@@ -210,6 +274,7 @@ def validate(
     too_large = bounds.oversize(request.get("object"), request.get("oldObject"))
     if too_large is not None:  # before Rego, whose cost grows with the object
         return oversized(too_large, actions)
+    native = _native_validation(request, deps, actions)
     if is_binding(request):
         request = binding_view(request)
     try:
@@ -237,19 +302,26 @@ def validate(
         dra=deps.dra,
     )
     served = _served_class_findings(request, reviewed, deps, actions)
-    findings += _as_enforced(constraints.findings + served, deps.settings.enforcement)
+    findings += _as_enforced(constraints.findings + served + native.findings, deps.settings.enforcement)
     if subject is None or any(f.action == "deny" for f in findings):
         decision = decide(findings)
     else:
         decision = _with_quota(request, deps, actions, findings, count)
-    if constraints.audit_annotations:
-        decision = replace(
-            decision, audit_annotations={**decision.audit_annotations, **constraints.audit_annotations}
-        )
+    annotations = {**constraints.audit_annotations, **native.audit_annotations}
+    if annotations:
+        decision = replace(decision, audit_annotations={**decision.audit_annotations, **annotations})
+    if not decision.allowed and decision.code == 403 and _native_denied_first(findings, native):
+        decision = replace(decision, code=native.code)
     if count is None or not decision.allowed:
         return decision
     warnings = clamp_warnings([*decision.warnings, ESTIMATED]) if count.estimated else decision.warnings
     return replace(decision, gpus=count.equivalents, warnings=warnings)
+
+
+def _native_denied_first(findings: list[Finding], native: native_validating.NativeOutcome) -> bool:
+    """The first denial is a native policy's: its validation's reason gives the status code."""
+    first = next((f for f in findings if f.action == "deny"), None)
+    return first is not None and first in native.findings
 
 
 def is_binding(request: AdmissionRequest) -> bool:

@@ -16,6 +16,9 @@ from typing import Any
 import orjson
 
 from webhook.errors import PolicyError, PolicyProblem
+from webhook.native import compile as native_kinds
+from webhook.native.model import Binding as NativeBinding
+from webhook.native.model import Policy as NativePolicy
 from webhook.policy.engines import ConstraintSet, Engine
 from webhook.policy.engines.cel import with_cel
 from webhook.policy.engines.regopy import RegoEngine
@@ -56,6 +59,7 @@ def single_parameter_sets(constraints: Sequence[Constraint]) -> dict[str, Any]:
 COMPILERS: dict[tuple[str, str], Compiler] = {
     (GROUP_VERSION, "GPUSharingPolicy"): compile_sharing_policy,
     (GROUP_VERSION, "GPUQuota"): compile_quota,
+    **native_kinds.native_kinds(),
 }
 # Documents that live beside policies but are not policies: test suites run by `gpu-webhook test`.
 NOT_POLICIES = {(GROUP_VERSION, "PolicyTest"), ("test.gatekeeper.sh/v1alpha1", "Suite")}
@@ -152,6 +156,7 @@ def compile_documents(
     foreign: list[PolicyProblem] = []
     gatekeeper_documents: list[Document] = []
     ours: list[Document] = []
+    native: list[tuple[Document, NativePolicy | NativeBinding]] = []
     for document in documents:
         key = (document.api_version, document.kind)
         if key in NOT_POLICIES:
@@ -175,16 +180,21 @@ def compile_documents(
             sharing.append(compiled)
         elif isinstance(compiled, GPUQuota):
             quotas.append(compiled)
+        elif isinstance(compiled, (NativePolicy, NativeBinding)):
+            native.append((document, compiled))
     problems += _duplicate_names(ours)
     ordered = tuple(sorted(sharing, key=lambda p: (-p.priority, p.name)))
     constraints, rego, trouble = _compile_gatekeeper(gatekeeper_documents, engine)
+    bound, trouble_native = native_kinds.assemble(native)
     policies = PolicySet(
         sharing=ordered,
         quotas=tuple(quotas),
         constraints=constraints,
         engine=rego,
+        native=bound,
         skipped=tuple(sorted(foreign, key=_reading_order)),
     )
+    trouble = trouble + trouble_native
     return policies, sorted(problems + trouble, key=_reading_order)
 
 

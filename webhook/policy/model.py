@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from webhook.errors import PolicyProblem
+from webhook.native.model import NONE, NativePolicies
 from webhook.policy.engines import ConstraintSet, Engine
 from webhook.quota.policy import GPUQuota
 from webhook.sharing_policy import SharingPolicy
@@ -22,6 +23,8 @@ class PolicySet:
     engine: Engine | None = field(default=None, compare=False)
     # Documents of other projects' kinds: not enforced, reported (webhook.policy.unsupported).
     skipped: tuple[PolicyProblem, ...] = ()
+    # ValidatingAdmissionPolicies and MutatingAdmissionPolicies with their bindings.
+    native: NativePolicies = field(default=NONE, compare=False)
 
     @property
     def shared_names(self) -> tuple[str, ...]:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from webhook.match import glob_matches
+from webhook.native.params import from_layout
 from webhook.policy.model import PolicySet
 from webhook.review import ReviewDeps, ReviewSettings
 from webhook.scan.judge import Judgement, identity, judge, unreviewable
@@ -89,6 +90,7 @@ def run_scan(
         quota_gate=None,
         gatekeeper_inventory=lambda: snapshot.gatekeeper_inventory,
         dra=snapshot.dra,
+        native_params=from_layout(lambda: snapshot.gatekeeper_inventory),
     )
     summary = ScanSummary(scan_id, snapshot.origin, policies.version)
     summary.violations.update({(c.name, c.action): 0 for c in _constraints(policies)})

@@ -155,7 +155,8 @@ def test_rego_v1_is_read_from_code_source_version() -> None:
     assert parse_template(doc, Where("t.yaml")).rego.v1
 
 
-def test_a_cel_only_template_is_refused() -> None:
+def test_a_cel_only_template_loads() -> None:
+    """Evaluated by the CEL engine: tests/validation/test_gatekeeper_cel.py."""
     doc = _template_with(
         spec__targets=[
             {
@@ -164,7 +165,16 @@ def test_a_cel_only_template_is_refused() -> None:
             }
         ]
     )
-    with pytest.raises(PolicyError, match="no Rego source"):
+    template = parse_template(doc, Where("t.yaml"))
+    assert template.rego is None
+    assert template.evaluated_by_cel
+
+
+def test_a_template_with_neither_engine_is_refused_naming_both() -> None:
+    doc = _template_with(
+        spec__targets=[{"target": "admission.k8s.gatekeeper.sh", "code": [{"engine": "Other", "source": {}}]}]
+    )
+    with pytest.raises(PolicyError, match=r"neither a Rego source .* nor a CEL source"):
         parse_template(doc, Where("t.yaml"))
 
 

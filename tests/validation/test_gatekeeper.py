@@ -74,6 +74,7 @@ def _load(tmp_path: Path, name: str, text: str) -> tuple[dict[str, Any], Where]:
 def test_a_template_loads_with_its_rego_located(tmp_path: Path) -> None:
     template = parse_template(*_load(tmp_path, "t.yaml", TEMPLATE_YAML))
     assert (template.kind, template.name) == ("K8sGpuLimit", "k8sgpulimit")
+    assert template.rego is not None
     assert template.rego.first_line == 27  # the line after `rego: |`
     assert template.rego.path == "spec.targets[0].rego"
     assert not template.rego.v1
@@ -152,7 +153,9 @@ def test_template_problems_name_the_field(changes: dict[str, Any], path: str) ->
 
 def test_rego_v1_is_read_from_code_source_version() -> None:
     doc = b.template("K8sThing", 'package k8sthing\nviolation contains {"msg": "x"} if true', version="v1")
-    assert parse_template(doc, Where("t.yaml")).rego.v1
+    rego = parse_template(doc, Where("t.yaml")).rego
+    assert rego is not None
+    assert rego.v1
 
 
 def test_a_cel_only_template_loads() -> None:

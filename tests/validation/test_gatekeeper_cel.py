@@ -209,7 +209,8 @@ SEMANTICS: list[tuple[str, dict[str, Any], dict[str, Any], list[str], str | None
     (
         "a false match condition skips the constraint",
         {
-            "matchCondition": [{"name": "gpu", "expression": "has(object.metadata.labels.gpu)"}],
+            # a match condition's name need not be a CEL identifier
+            "matchCondition": [{"name": "needs-gpu", "expression": "has(object.metadata.labels.gpu)"}],
             "validations": [{"expression": "false"}],
         },
         b.request(pod()),

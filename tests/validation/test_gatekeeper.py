@@ -74,6 +74,7 @@ def _load(tmp_path: Path, name: str, text: str) -> tuple[dict[str, Any], Where]:
 def test_a_template_loads_with_its_rego_located(tmp_path: Path) -> None:
     template = parse_template(*_load(tmp_path, "t.yaml", TEMPLATE_YAML))
     assert (template.kind, template.name) == ("K8sGpuLimit", "k8sgpulimit")
+    assert template.rego is not None
     assert template.rego.first_line == 27  # the line after `rego: |`
     assert template.rego.path == "spec.targets[0].rego"
     assert not template.rego.v1
@@ -152,10 +153,13 @@ def test_template_problems_name_the_field(changes: dict[str, Any], path: str) ->
 
 def test_rego_v1_is_read_from_code_source_version() -> None:
     doc = b.template("K8sThing", 'package k8sthing\nviolation contains {"msg": "x"} if true', version="v1")
-    assert parse_template(doc, Where("t.yaml")).rego.v1
+    rego = parse_template(doc, Where("t.yaml")).rego
+    assert rego is not None
+    assert rego.v1
 
 
-def test_a_cel_only_template_is_refused() -> None:
+def test_a_cel_only_template_loads() -> None:
+    """Evaluated by the CEL engine: tests/validation/test_gatekeeper_cel.py."""
     doc = _template_with(
         spec__targets=[
             {
@@ -164,7 +168,16 @@ def test_a_cel_only_template_is_refused() -> None:
             }
         ]
     )
-    with pytest.raises(PolicyError, match="no Rego source"):
+    template = parse_template(doc, Where("t.yaml"))
+    assert template.rego is None
+    assert template.evaluated_by_cel
+
+
+def test_a_template_with_neither_engine_is_refused_naming_both() -> None:
+    doc = _template_with(
+        spec__targets=[{"target": "admission.k8s.gatekeeper.sh", "code": [{"engine": "Other", "source": {}}]}]
+    )
+    with pytest.raises(PolicyError, match=r"neither a Rego source .* nor a CEL source"):
         parse_template(doc, Where("t.yaml"))
 
 

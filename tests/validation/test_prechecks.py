@@ -511,6 +511,7 @@ def rego_verdict(
     template: ConstraintTemplate, review: Mapping[str, Any], parameters: Mapping[str, Any]
 ) -> RegoVerdict:
     """What the template's Rego finds, run as Gatekeeper runs it."""
+    assert template.rego is not None
     interpreter = new_interpreter()
     for n, source in enumerate([*template.libs, template.rego]):
         interpreter.add_module(f"m{n}.rego", source.text)

@@ -103,6 +103,7 @@ def _reference(request: Mapping[str, Any], policies: PolicySet) -> Found:
 def _run_template(
     template: ConstraintTemplate, constraint: Constraint, review: Mapping[str, Any]
 ) -> list[str]:
+    assert template.rego is not None
     interpreter = Interpreter()
     for n, source in enumerate([*template.libs, template.rego]):
         interpreter.add_module(f"m{n}.rego", source.text)

@@ -129,10 +129,14 @@ def _compiled(
         return None
 
 
-def _name(path: str, entry: Mapping[str, Any], taken: Collection[str], problems: list[Problem]) -> str | None:
+def _name(
+    path: str, entry: Mapping[str, Any], taken: Collection[str], problems: list[Problem], *, identifier: bool
+) -> str | None:
+    """A variable's name is read in expressions, so it must be a CEL identifier; a match
+    condition's only names it in messages."""
     name = entry.get("name")
-    if not isinstance(name, str) or not _IDENTIFIER.match(name):
-        problems.append((f"{path}.name", "must be a CEL identifier"))
+    if not isinstance(name, str) or not name or (identifier and not _IDENTIFIER.match(name)):
+        problems.append((f"{path}.name", "must be a CEL identifier" if identifier else "must be a name"))
         return None
     if name.startswith(RESERVED_PREFIX):
         problems.append((f"{path}.name", f"cannot start with {RESERVED_PREFIX!r}, which Gatekeeper reserves"))
@@ -149,7 +153,7 @@ def _variables(path: str, value: Any, problems: list[Problem]) -> list[tuple[str
     found: list[tuple[str, Program]] = []
     declared = [ANY_OBJECT, PARAMS]
     for where, entry in _entries(f"{path}.variables", value, problems):
-        name = _name(where, entry, declared, problems)
+        name = _name(where, entry, declared, problems, identifier=True)
         program = _compiled(where, entry, "expression", VARIABLE_NAMES, declared, None, problems)
         if name is not None:
             declared.append(name)
@@ -163,7 +167,7 @@ def _conditions(
 ) -> list[tuple[str, Program]]:
     found: list[tuple[str, Program]] = []
     for where, entry in _entries(f"{path}.matchCondition", value, problems):
-        name = _name(where, entry, [n for n, _ in found], problems)
+        name = _name(where, entry, [n for n, _ in found], problems, identifier=False)
         program = _compiled(where, entry, "expression", NAMES, variables, "bool", problems)
         if name is not None and program is not None:
             found.append((name, program))

@@ -25,7 +25,6 @@ from webhook.policy.selection import EVERYTHING, Selection
 from webhook.policy.source import Document, YamlError, parse_documents
 from webhook.policy.validate import schema_problems
 
-
 NOT_SELECTED = "not selected by --run"
 
 

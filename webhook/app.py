@@ -263,6 +263,8 @@ def _account(
     elapsed = time.perf_counter() - started
     outcome = _outcome(decision)
     service.metrics.observe(endpoint, outcome, elapsed, _deciding_policy(decision, outcome))
+    if outcome == "denied" and service.on_denial is not None:
+        service.on_denial(admission, endpoint, decision)
     # Plain allows are most requests, and each is already in the metrics and the audit log:
     # at info level their lines cost about 5% of /mutate's throughput (bench/), so they are
     # debug; denials and warnings stay info, as Gatekeeper logs only denials.

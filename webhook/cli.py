@@ -326,6 +326,13 @@ def _add_cluster_options(serve: argparse.ArgumentParser) -> None:
         help="seconds between background scans of existing objects (one replica, by Lease); 0: off",
     )
     cluster.add_argument(
+        "--emit-denial-events",
+        type=_boolean,
+        default=env("emit-denial-events", "false"),
+        help="write a Kubernetes Event (reason FailedAdmission) in our namespace for each denial, "
+        "rate-limited and aggregated; needs RBAC to create and patch events there",
+    )
+    cluster.add_argument(
         "--dra-templates-interval",
         type=_non_negative_seconds,
         default=env("dra-templates-interval", "60"),
@@ -396,6 +403,7 @@ def _serve(args: argparse.Namespace) -> int:
         reservation_ttl_seconds=args.reservation_ttl,
         max_staleness_seconds=args.max_staleness,
         scan_interval_seconds=args.scan_interval,
+        emit_denial_events=args.emit_denial_events,
         dra_templates_interval_seconds=args.dra_templates_interval,
         **audit_settings(args),
         utilization=serve_settings(args),

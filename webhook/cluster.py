@@ -1,5 +1,6 @@
 """The only importer of `kubernetes`: connect, list and watch for the caches and the scan,
-ConfigMaps for the ledger, Leases, and the ResourceClaimTemplates that mode dra needs.
+ConfigMaps for the ledger, Leases, the ResourceClaimTemplates that mode dra needs, and the
+Events of --emit-denial-events.
 
 DRA objects are read through the newest resource.k8s.io version the API serves (v1, else
 v1beta2, else v1beta1), asked of discovery once per connection, and reach the caller as v1
@@ -341,6 +342,24 @@ class LeaseStore:
         return lease.from_wire(
             _document(f"update lease {name}", self._api.replace_namespaced_lease, name, self.namespace, body)
         )
+
+
+class EventStore:
+    """core/v1 Events in our own namespace (--emit-denial-events): created, then their count patched."""
+
+    def __init__(self, connection: Connection, namespace: str) -> None:
+        self._core = client.CoreV1Api(connection.api_client)
+        self.namespace = namespace
+
+    def create(self, body: Mapping[str, Any]) -> None:
+        name = str((body.get("metadata") or {}).get("name", ""))
+        _document(f"create event {name}", self._core.create_namespaced_event, self.namespace, dict(body))
+
+    def patch(self, name: str, body: Mapping[str, Any]) -> None:
+        method = functools.partial(
+            self._core.patch_namespaced_event, _content_type="application/merge-patch+json"
+        )
+        _document(f"patch event {name}", method, name, self.namespace, dict(body))
 
 
 class TemplateStore:

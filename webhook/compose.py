@@ -11,13 +11,18 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from prometheus_client import Counter
+
+from webhook import cluster as cluster_api
 from webhook import kubeversion
 from webhook.audit.setup import build_recorder
-from webhook.clusterstate import ClusterState, build_cluster_state
+from webhook.clusterstate import ClusterState, build_cluster_state, own_namespace
 from webhook.config import Settings
 from webhook.decision import Decision
 from webhook.dra import templates
 from webhook.dra.served import unserved
+from webhook.errors import ConfigError
+from webhook.events import DenialEvents
 from webhook.gatekeeper_data import namespace_inventory, static_inventory
 from webhook.gauges import register_quota_gauges
 from webhook.keeper.loop import KeeperLoop
@@ -132,7 +137,30 @@ def build_service(settings: Settings) -> Service:
     scan = build_periodic_scan(settings, metrics, lambda: store.current, cluster, review_settings, sink)
     service = _with_background(service, scan) if scan is not None else service
     keeper = build_template_keeper(settings, metrics, lambda: store.current, cluster)
-    return _with_background(service, keeper) if keeper is not None else service
+    service = _with_background(service, keeper) if keeper is not None else service
+    return _with_denial_events(service, settings) if settings.emit_denial_events else service
+
+
+def _with_denial_events(service: Service, settings: Settings) -> Service:
+    connection = cluster_api.connect(settings.kubeconfig)
+    if connection is None:
+        raise ConfigError("--emit-denial-events needs a cluster: no service account and no kubeconfig")
+    dropped = Counter(
+        "gpu_webhook_denial_events_dropped",
+        "Denial Events not written, by reason (rate limited, queue full, write failed, ...).",
+        ["reason"],
+        registry=service.metrics.registry,
+    )
+    events = DenialEvents(
+        cluster_api.EventStore(connection, own_namespace(settings)),
+        on_dropped=lambda reason: dropped.labels(reason=reason).inc(),
+    )
+    return dataclasses.replace(
+        service,
+        on_denial=events.offer,
+        on_startup=(*service.on_startup, _hook(events.start)),
+        on_shutdown=(_in_thread(events.stop), *service.on_shutdown),
+    )
 
 
 def _is_heavy(request: AdmissionRequest, body_bytes: int) -> bool:
@@ -248,5 +276,14 @@ def _hook(action: Callable[[], None]) -> Hook:
 
     async def run() -> None:
         action()
+
+    return run
+
+
+def _in_thread(action: Callable[[], None]) -> Hook:
+    """For a stop that joins a thread: the event loop must not wait on it."""
+
+    async def run() -> None:
+        await asyncio.to_thread(action)
 
     return run

@@ -19,6 +19,10 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from webhook import __version__
 
+# The `policy` label of the request counter takes at most this many distinct values in one process;
+# later ones are counted as OTHER. Its values are policy names and built-in rule ids, never request data.
+MAX_POLICY_LABELS = 100
+OTHER = "other"
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
@@ -31,8 +35,9 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter(
             "gpu_webhook_admission_requests",
-            "Admission requests answered, by endpoint and decision.",
-            ["endpoint", "decision"],
+            "Admission requests answered, by endpoint, decision and the policy that denied or warned "
+            '("" when none did).',
+            ["endpoint", "decision", "policy"],
             registry=self.registry,
         )
         self.latency = Histogram(
@@ -42,7 +47,8 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
-        self._children: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
+        self._children: dict[tuple[str, str, str], tuple[Counter, Histogram]] = {}
+        self._policies: set[str] = set()
         self.policy_load_errors = Counter(
             "gpu_webhook_policy_load_errors",
             "Policy sets rejected at load or reload.",
@@ -90,16 +96,35 @@ class Metrics:
         """A gauge family computed when scraped, from state that lives elsewhere (caches, policies)."""
         self.registry.register(CallbackGauges(name, documentation, labels, samples))
 
-    def observe(self, endpoint: str, decision: str, seconds: float) -> None:
-        # labels() costs a lock and a tuple build per call; there are only a dozen pairs.
-        children = self._children.get((endpoint, decision))
+    def observe(self, endpoint: str, decision: str, seconds: float, policy: str = "") -> None:
+        """`policy` names what denied or warned (webhook.decision.Finding.policy), "" for none."""
+        # labels() costs a lock and a tuple build per call; the children are few and kept.
+        children = self._children.get((endpoint, decision, policy))
         if children is None:
-            children = self._children[(endpoint, decision)] = (
-                self.requests.labels(endpoint=endpoint, decision=decision),
-                self.latency.labels(endpoint=endpoint, decision=decision),
-            )
+            children = self._new_children(endpoint, decision, policy)
         children[0].inc()
         children[1].observe(seconds)
+
+    def _new_children(self, endpoint: str, decision: str, policy: str) -> tuple[Counter, Histogram]:
+        label = self._policy_label(policy)
+        key = (endpoint, decision, label)
+        children = self._children.get(key)
+        if children is None:
+            children = self._children[key] = (
+                self.requests.labels(endpoint=endpoint, decision=decision, policy=label),
+                self.latency.labels(endpoint=endpoint, decision=decision),
+            )
+        return children
+
+    def _policy_label(self, policy: str) -> str:
+        """The first MAX_POLICY_LABELS names keep their own series: a policy set that grows
+        without end (or a bug feeding the label) costs one OTHER series, not the scrape."""
+        if not policy or policy in self._policies:
+            return policy
+        if len(self._policies) >= MAX_POLICY_LABELS:
+            return OTHER
+        self._policies.add(policy)
+        return policy
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -21,8 +21,11 @@ from webhook.offline import Identity, Outcome, offline_deps, request_for, run
 from webhook.policy.loader import load_directory
 from webhook.policy.model import PolicySet
 from webhook.policy.schemas import GROUP_VERSION, POLICY_TEST
+from webhook.policy.selection import EVERYTHING, Selection
 from webhook.policy.source import Document, YamlError, parse_documents
 from webhook.policy.validate import schema_problems
+
+NOT_SELECTED = "not selected by --run"
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,7 @@ class CaseResult:
     suite: str
     case: str
     failures: tuple[str, ...]
+    skipped: str = ""  # why the case did not run
 
     @property
     def passed(self) -> bool:
@@ -40,13 +44,17 @@ def is_policy_test(document: Document) -> bool:
     return document.api_version == GROUP_VERSION and document.kind == "PolicyTest"
 
 
-def run_suite(document: Document) -> list[CaseResult]:
-    """Every case of one PolicyTest document; a broken suite is one failed case saying why."""
+def run_suite(document: Document, selection: Selection = EVERYTHING) -> list[CaseResult]:
+    """Every case of one PolicyTest document; a broken suite is one failed case saying why.
+    The document is the test `selection` names (gator's tests and PolicyTest suites alike)."""
     problems = schema_problems(document, POLICY_TEST)
     if problems:
         return [CaseResult(document.name or document.file, "<suite>", tuple(map(str, problems)))]
     base = Path(document.file).parent
     spec = document.data["spec"]
+    names = [str(case["name"]) for case in spec["cases"]]
+    if not selection.selects_test(document.name, names):  # nothing to run: nothing to load
+        return [CaseResult(document.name, name, (), NOT_SELECTED) for name in names]
     try:
         policies = load_directory(base / spec.get("policies", "."))
         inventory = load_inventory(base / spec["inventory"]) if "inventory" in spec else EMPTY
@@ -54,7 +62,12 @@ def run_suite(document: Document) -> list[CaseResult]:
         return [
             CaseResult(document.name, "<suite>", (f"cannot load the suite's policies or inventory: {e}",))
         ]
-    return [_run_case(document.name, base, policies, inventory, case) for case in spec["cases"]]
+    return [
+        _run_case(document.name, base, policies, inventory, case)
+        if selection.selects_case(document.name, str(case["name"]))
+        else CaseResult(document.name, str(case["name"]), (), NOT_SELECTED)
+        for case in spec["cases"]
+    ]
 
 
 def _run_case(

@@ -58,3 +58,5 @@ class Service:
     # reviewed one after another within their budgets, rather than refused. The bound keeps
     # whoever sends heavy objects from queueing without end (each holds its decoded body).
     max_heavy_inflight: int = 16
+    # Told of every denial once it is answered (--emit-denial-events); must only queue, never wait.
+    on_denial: Callable[[AdmissionRequest, Endpoint, Decision], None] | None = None

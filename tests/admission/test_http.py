@@ -157,14 +157,25 @@ def test_health_endpoints(server: ServerProcess, path: str) -> None:
     assert body.get("status") == "ok" or body.get("ready") is True
 
 
-def test_metrics_count_requests_by_endpoint_and_decision(server: ServerProcess) -> None:
+def test_metrics_count_requests_by_endpoint_decision_and_policy(server: ServerProcess) -> None:
     client = server.client()
     review = make_review(load_example("pod-cpu.yaml"))
     client.post_json("/validate", review)
     client.request("POST", "/validate", b"{", JSON_HEADERS)
+    pod = load_example("pod-gpu-training.yaml")
+    pod["metadata"]["name"] = "request-data-never-labels"
+    pod["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    privileged = make_review(pod)
+    denied = check_reply(privileged, client.post_json("/validate", privileged), "validate")
+    # The message quotes the request; the label is only the constraint's name.
+    assert not denied["allowed"] and "request-data-never-labels" in denied["status"]["message"]
     text = client.request("GET", "/metrics").body.decode()
-    assert 'gpu_webhook_admission_requests_total{decision="allowed",endpoint="validate"}' in text
-    assert 'gpu_webhook_admission_requests_total{decision="rejected",endpoint="validate"}' in text
+    requests = "gpu_webhook_admission_requests_total"
+    assert f'{requests}{{decision="allowed",endpoint="validate",policy=""}}' in text
+    assert f'{requests}{{decision="rejected",endpoint="validate",policy=""}}' in text
+    denials = f'{requests}{{decision="denied",endpoint="validate",policy="gpu-no-privileged-containers"}}'
+    assert f"{denials} 1.0" in text
+    assert "request-data-never-labels" not in text
     assert "gpu_webhook_admission_duration_seconds_bucket" in text
     assert "gpu_webhook_policy_load_errors_total 0.0" in text
     assert "gpu_webhook_build_info{" in text

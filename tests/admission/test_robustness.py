@@ -63,7 +63,7 @@ def test_budget_leaves_a_margin_before_the_apiserver_gives_up(timeout: str | Non
 def unreviewed_count(server: ServerProcess, endpoint: str) -> float:
     """Requests the server answered by its failure mode, from its /metrics."""
     text = server.client().request("GET", "/metrics").body.decode()
-    series = f'gpu_webhook_admission_requests_total{{decision="unreviewed",endpoint="{endpoint}"}} '
+    series = f'gpu_webhook_admission_requests_total{{decision="unreviewed",endpoint="{endpoint}",policy=""}} '
     return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(series))
 
 

@@ -248,11 +248,16 @@ def test_the_cluster_role_reads_every_dra_kind_the_caches_watch(rendered: list[M
         assert granted[(GROUP, resource)] >= READ, resource
 
 
-def test_namespaced_role_covers_the_ledger_and_the_leases(rendered: list[Manifest]) -> None:
+def test_namespaced_role_covers_the_ledger_the_leases_and_denial_events(rendered: list[Manifest]) -> None:
+    """Events: --emit-denial-events (webhook/events.py) creates them and patches their count."""
     role = one(rendered, "Role")
     assert role["metadata"]["namespace"] == "gpu-system"
     by_name = {"get", "create", "update"}  # both are read and written by name: no list, no watch
-    assert _grants(role) == {("coordination.k8s.io", "leases"): by_name, ("", "configmaps"): by_name}
+    assert _grants(role) == {
+        ("coordination.k8s.io", "leases"): by_name,
+        ("", "configmaps"): by_name,
+        ("", "events"): {"create", "patch"},
+    }
 
 
 def test_the_deployment_scans_hourly(rendered: list[Manifest]) -> None:

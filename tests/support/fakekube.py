@@ -8,6 +8,8 @@ carrying a 410 Status. resource.k8s.io (ResourceClaims, ResourceClaimTemplates, 
 ResourceSlices) is served in one version, v1 unless the fake is started with v1beta2 or v1beta1
 (or None: not at all), as a cluster that has only that one: the other versions' paths are 404
 and discovery (`/apis/resource.k8s.io`) lists only it; objects are stored and served in it.
+Events are created and merge-patched, with the API server's check that a legacy Event's
+involvedObject.namespace is its own (pkg/apis/core/validation/events.go).
 ConfigMaps, coordination.k8s.io/v1 Leases and ResourceClaimTemplates: get, create (409
 AlreadyExists; 404 in a namespace that does not exist, for templates), and update with 409
 Conflict on a stale resourceVersion; a Lease whose spec does not follow the API's types
@@ -59,6 +61,7 @@ RESOURCES = {
     "jobs": ("batch/v1", "Job"),
     "cronjobs": ("batch/v1", "CronJob"),
     "leases": ("coordination.k8s.io/v1", "Lease"),
+    "events": ("v1", "Event"),
     "resourceclaims": ("resource.k8s.io/v1", "ResourceClaim"),
     "resourceclaimtemplates": ("resource.k8s.io/v1", "ResourceClaimTemplate"),
     "deviceclasses": ("resource.k8s.io/v1", "DeviceClass"),
@@ -67,7 +70,8 @@ RESOURCES = {
 KINDS = {resource: kind for resource, (_, kind) in RESOURCES.items()}
 NAMESPACED = set(RESOURCES) - {"namespaces", "nodes", "deviceclasses", "resourceslices"}
 DRA_VERSIONS = ("v1", "v1beta2", "v1beta1")
-WRITABLE = {"configmaps", "leases", "resourceclaimtemplates"}
+WRITABLE = {"configmaps", "leases", "resourceclaimtemplates", "events"}
+PATCHABLE = {"events"}  # by JSON merge patch (RFC 7386), as --emit-denial-events raises counts
 DELETABLE = {"resourceclaimtemplates"}
 IMMUTABLE_SPEC = {"resourceclaimtemplates"}  # resource.k8s.io/v1: a template's spec cannot change
 _ROUTE = re.compile(
@@ -451,6 +455,17 @@ class FakeKube:
                 )
             return 200, self.update(resource, body)
 
+    def merge_patch(self, resource: str, namespace: str, name: str, patch: Any) -> tuple[int, dict[str, Any]]:
+        with self._cond:
+            current = self.get(resource, namespace, name)
+            if current is None:
+                return 404, _status(404, "NotFound", f'{resource} "{name}" not found')
+            merged = _merged(current, patch)
+            invalid = _invalid(self.resources, resource, merged)
+            if invalid:
+                return 422, _status(422, "Invalid", f'{KINDS[resource]} "{name}" is invalid: {invalid}')
+            return 200, self.update(resource, merged)
+
     def remove(
         self, resource: str, namespace: str, name: str, body: dict[str, Any] | None
     ) -> tuple[int, dict[str, Any]]:
@@ -470,6 +485,19 @@ class FakeKube:
                 return 409, _status(409, "Conflict", message)
             self.delete(resource, namespace, name)
             return 200, {**_status(200, "Success", "deleted"), "status": "Success"}
+
+
+def _merged(target: Any, patch: Any) -> Any:
+    """RFC 7386: a mapping merges key by key, null removes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return patch
+    merged = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = _merged(merged.get(key), value)
+    return merged
 
 
 def _key(resource: str, obj: dict[str, Any]) -> Key:
@@ -521,6 +549,8 @@ def _invalid(resources: dict[str, tuple[str, str]], resource: str, body: dict[st
         return f"expected apiVersion {group_version} and kind {kind}"
     if resource == "resourceclaimtemplates":
         return _invalid_requests(group_version, body)
+    if resource == "events":
+        return _invalid_event(body)
     if resource != "leases":
         return None
     spec = body.get("spec")
@@ -536,6 +566,18 @@ def _invalid(resources: dict[str, tuple[str, str]], resource: str, body: dict[st
     for field, valid in checks.items():
         if spec.get(field) is not None and not valid(spec[field]):
             return f"spec.{field}: Invalid value: {spec[field]!r}"
+    return None
+
+
+def _invalid_event(body: dict[str, Any]) -> str | None:
+    """k8s pkg/apis/core/validation/events.go legacyValidateEvent: without eventTime, the involved
+    object's namespace must be the Event's ("" or default for a cluster-scoped one)."""
+    involved = (body.get("involvedObject") or {}).get("namespace") or ""
+    namespace = body["metadata"].get("namespace") or ""
+    if body.get("eventTime"):
+        return None
+    if involved != namespace and not (involved == "" and namespace in ("", "default")):
+        return f"involvedObject.namespace: Invalid value: {involved!r}: does not match event.namespace"
     return None
 
 
@@ -605,6 +647,9 @@ def _handler(api: FakeKube) -> type[QuietHandler]:
         def do_DELETE(self) -> None:
             self._serve("DELETE")
 
+        def do_PATCH(self) -> None:
+            self._serve("PATCH")
+
         def _serve(self, method: str) -> None:
             parts = urlsplit(self.path)
             query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
@@ -635,6 +680,10 @@ def _handler(api: FakeKube) -> type[QuietHandler]:
                 if resource in ("pods", "namespaces"):
                     api.wait_lists_open()
                 return self._json(*api.list_objects(resource, namespace, query))
+            if method == "PATCH" and resource in PATCHABLE and name:
+                if self.headers.get("Content-Type") != "application/merge-patch+json":
+                    return self._json(415, _status(415, "UnsupportedMediaType", "not a merge patch"))
+                return self._json(*api.merge_patch(resource, namespace, name, body))
             if method == "DELETE" and resource in DELETABLE and name:
                 return self._json(*api.remove(resource, namespace, name, body))
             if resource not in WRITABLE or not isinstance(body, dict):

@@ -22,6 +22,7 @@ import yaml
 from webhook.errors import PolicyError
 from webhook.policy.engines import ConstraintSet, Engine
 from webhook.policy.engines.cel import with_cel
+from webhook.policy.selection import EVERYTHING, Selection
 from webhook.validation.gatekeeper import (
     Constraint,
     ConstraintTemplate,
@@ -34,6 +35,7 @@ from webhook.validation.results import ConstraintResult
 from webhook.validation.yamldoc import Document, load_documents
 
 SUITE_API_VERSION = "test.gatekeeper.sh/v1alpha1"
+NOT_SELECTED = "not selected by --run"
 # The same shape as the policy loader's: the constraints let an engine specialise (fixed parameters).
 EngineFactory = Callable[[Sequence[ConstraintTemplate], Sequence[Constraint]], Engine]
 
@@ -93,14 +95,19 @@ def is_suite_file(path: Path) -> bool:
     return "kind: Suite" in head and SUITE_API_VERSION in head
 
 
-def run_paths(paths: Iterable[Path], engine_factory: EngineFactory | None = None) -> SuiteReport:
+def run_paths(
+    paths: Iterable[Path], engine_factory: EngineFactory | None = None, selection: Selection = EVERYTHING
+) -> SuiteReport:
     report = SuiteReport()
     for suite in find_suites(paths):
-        report.results += run_suite(suite, engine_factory)
+        report.results += run_suite(suite, engine_factory, selection)
     return report
 
 
-def run_suite(path: Path, engine_factory: EngineFactory | None = None) -> list[CaseResult]:
+def run_suite(
+    path: Path, engine_factory: EngineFactory | None = None, selection: Selection = EVERYTHING
+) -> list[CaseResult]:
+    """A file that is no Suite fails whatever `selection` says: the run named a broken path."""
     factory = with_cel(engine_factory or _default_factory)
     name = str(path)
     try:
@@ -113,7 +120,7 @@ def run_suite(path: Path, engine_factory: EngineFactory | None = None) -> list[C
         return [CaseResult(name, "", "", passed=True, skipped=True)]
     results: list[CaseResult] = []
     for test in suite.get("tests") or []:
-        results += _Test(name, path.parent, test, factory).run()
+        results += _Test(name, path.parent, test, factory, selection).run()
     return results
 
 
@@ -126,18 +133,31 @@ def _default_factory(templates: Sequence[ConstraintTemplate], constraints: Seque
 
 
 class _Test:
-    def __init__(self, suite: str, base: Path, raw: Mapping[str, Any], factory: EngineFactory) -> None:
+    def __init__(
+        self,
+        suite: str,
+        base: Path,
+        raw: Mapping[str, Any],
+        factory: EngineFactory,
+        selection: Selection = EVERYTHING,
+    ) -> None:
         self.suite, self.base, self.raw, self.factory = suite, base, raw, factory
         self.name = str(raw.get("name", ""))
+        self.selection = selection
 
     def result(self, case: str, passed: bool, reason: str = "", skipped: bool = False) -> CaseResult:
         return CaseResult(self.suite, self.name, case, passed, skipped, reason)
 
     def run(self) -> list[CaseResult]:
         cases = self.raw.get("cases") or []
+        names = [str(c.get("name", "")) for c in cases]
         if self.raw.get("skip"):
-            return [self.result(str(c.get("name", "")), True, skipped=True) for c in cases] or [
+            return [self.result(name, True, skipped=True) for name in names] or [
                 self.result("", True, skipped=True)
+            ]
+        if not self.selection.selects_test(self.name, names):
+            return [self.result(name, True, NOT_SELECTED, skipped=True) for name in names] or [
+                self.result("", True, NOT_SELECTED, skipped=True)
             ]
         try:
             template = parse_template(*self._document("template"))
@@ -146,13 +166,18 @@ class _Test:
             constraint = parse_constraint(*self._document("constraint"), {template.kind: template})
             engine = self.factory([template], [constraint])
         except (PolicyError, CaseError) as e:
-            return [self.result(str(c.get("name", "")), False, _reason(e)) for c in cases] or [
+            return [self._unrunnable(name, _reason(e)) for name in names] or [
                 self.result("", False, _reason(e))
             ]
         try:
             return [self._case(engine, constraint, case) for case in cases]
         finally:
             engine.close()
+
+    def _unrunnable(self, case: str, reason: str) -> CaseResult:
+        if self.selection.selects_case(self.name, case):
+            return self.result(case, False, reason)
+        return self.result(case, True, NOT_SELECTED, skipped=True)
 
     def _expect_invalid(self, template: ConstraintTemplate) -> CaseResult:
         try:
@@ -179,6 +204,8 @@ class _Test:
         name = str(case.get("name", ""))
         if case.get("skip"):
             return self.result(name, True, skipped=True)
+        if not self.selection.selects_case(self.name, name):
+            return self.result(name, True, NOT_SELECTED, skipped=True)
         try:
             results = self._review(engine, constraint, case)
             for assertion in _assertions(case):

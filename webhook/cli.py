@@ -326,6 +326,13 @@ def _add_cluster_options(serve: argparse.ArgumentParser) -> None:
         help="seconds between background scans of existing objects (one replica, by Lease); 0: off",
     )
     cluster.add_argument(
+        "--scan-publish",
+        choices=["none", "policyreport", "openreports"],
+        default=env("scan-publish", "none"),
+        help="after each complete background scan, write its findings as wgpolicyk8s.io PolicyReports "
+        "or openreports.io Reports, one per namespace (needs the CRD and the rendered RBAC)",
+    )
+    cluster.add_argument(
         "--dra-templates-interval",
         type=_non_negative_seconds,
         default=env("dra-templates-interval", "60"),
@@ -396,6 +403,7 @@ def _serve(args: argparse.Namespace) -> int:
         reservation_ttl_seconds=args.reservation_ttl,
         max_staleness_seconds=args.max_staleness,
         scan_interval_seconds=args.scan_interval,
+        scan_publish=args.scan_publish,
         dra_templates_interval_seconds=args.dra_templates_interval,
         **audit_settings(args),
         utilization=serve_settings(args),

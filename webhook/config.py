@@ -117,6 +117,8 @@ class Settings:
     utilization: UtilizationSettings | None = None
     # The background scan of existing objects: seconds between runs, 0 for none.
     scan_interval_seconds: float = 0.0
+    # Where each complete background scan's findings go besides the audit log: policy reports.
+    scan_publish: Literal["none", "policyreport", "openreports"] = "none"
     # With a cluster: seconds between passes that create the ResourceClaimTemplates mode dra
     # needs (one replica, by Lease; passes run sooner when policies or namespaces change); 0: off.
     dra_templates_interval_seconds: float = 60.0

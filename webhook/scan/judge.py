@@ -83,7 +83,7 @@ def audit_review(request: AdmissionRequest) -> AdmissionRequest:
     pkg/target/target.go (augmentedUnstructuredToAdmissionRequest) makes of it a request holding
     only kind, name, namespace (empty for cluster-scoped objects) and object: no operation, uid,
     user, oldObject or resource. That is the review gator builds for a manifest."""
-    return cast(AdmissionRequest, review_of_object(request["object"]))
+    return cast(AdmissionRequest, review_of_object(request.get("object") or {}))
 
 
 def identity(obj: Mapping[str, Any], kind: ScanKind) -> tuple[str, str]:

@@ -30,6 +30,7 @@ from webhook import __version__, bundle, certs
 from webhook.config import DEFAULT_NAMESPACE, exempt_namespaces
 from webhook.errors import CertError, ConfigError
 from webhook.policy.model import PolicySet
+from webhook.scan.reports import APIS
 
 Manifest = dict[str, Any]
 FailurePolicy = Literal["Fail", "Ignore"]
@@ -122,7 +123,19 @@ def render(options: RenderOptions, base: list[Manifest] | None = None) -> list[M
         find(objects, "ConfigMap")["data"] = dict(options.policies)
     if options.cert_dir is not None:
         _add_certificates(objects, options.cert_dir, options.namespace)
+    _grant_reports(find(objects, "ClusterRole"), options.serve_flags.get("scan-publish"))
     return objects
+
+
+def _grant_reports(role: Manifest, flavour: str | None) -> None:
+    """With serve --scan-publish, the scan writes one report per namespace: it may then read, create
+    and update the reports of that API group (by name: it never lists them), and nothing else."""
+    api = next((api for name, api in APIS.items() if name == flavour), None)
+    if api is not None:
+        resources = [api.plural, api.cluster_plural]
+        role["rules"].append(
+            {"apiGroups": [api.group], "resources": resources, "verbs": ["get", "create", "update"]}
+        )
 
 
 def _add_certificates(objects: list[Manifest], cert_dir: Path, namespace: str) -> None:

@@ -53,7 +53,7 @@ def test_the_cli_publishes_one_report_per_namespace_then_replaces_them(
     assert "published policyreport reports: 3 created, 0 updated" in first.stderr
     report = loaded.get("policyreports", "ml", REPORT_NAME)
     assert report is not None
-    stored = {k: v for k, v in report.items()}
+    stored = dict(report)
     stored["metadata"] = {k: report["metadata"][k] for k in ("name", "namespace", "labels")}
     assert_valid_report(stored)
     assert len(report["results"]) == escapes_in("ml") == report["summary"]["fail"]

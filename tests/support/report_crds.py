@@ -23,10 +23,9 @@ _COUNT = {"type": "integer"}
 _REFERENCE = {
     "type": "object",
     "additionalProperties": False,
-    "properties": {
-        key: _STRING
-        for key in ("apiVersion", "fieldPath", "kind", "name", "namespace", "resourceVersion", "uid")
-    },
+    "properties": dict.fromkeys(
+        ("apiVersion", "fieldPath", "kind", "name", "namespace", "resourceVersion", "uid"), _STRING
+    ),
 }
 # metav1.Timestamp: both fields required, seconds int64, nanos int32.
 _TIMESTAMP = {
@@ -65,7 +64,7 @@ _COMMON = {
     "summary": {
         "type": "object",
         "additionalProperties": False,
-        "properties": {key: _COUNT for key in RESULTS},
+        "properties": dict.fromkeys(RESULTS, _COUNT),
     },
 }
 

@@ -30,7 +30,6 @@ from webhook import __version__, bundle, certs
 from webhook.config import DEFAULT_NAMESPACE, exempt_namespaces
 from webhook.errors import CertError, ConfigError
 from webhook.policy.model import PolicySet
-from webhook.scan.reports import APIS
 
 Manifest = dict[str, Any]
 FailurePolicy = Literal["Fail", "Ignore"]
@@ -76,6 +75,14 @@ class RenderOptions:
     # Only these addresses (and Prometheus's namespace) may reach the server's port; empty: anyone.
     control_plane_cidrs: Sequence[str] = ()
     storage_class: str | None = None
+
+
+# serve --scan-publish's report resources by API flavour, as webhook.scan.reports.APIS names them
+# (tests/manifests/test_report_rbac.py holds the two together; this layer cannot import the scan).
+REPORT_RESOURCES: Mapping[str, tuple[str, tuple[str, str]]] = {
+    "policyreport": ("wgpolicyk8s.io", ("policyreports", "clusterpolicyreports")),
+    "openreports": ("openreports.io", ("reports", "clusterreports")),
+}
 
 
 def base_directory() -> Path:
@@ -130,11 +137,11 @@ def render(options: RenderOptions, base: list[Manifest] | None = None) -> list[M
 def _grant_reports(role: Manifest, flavour: str | None) -> None:
     """With serve --scan-publish, the scan writes one report per namespace: it may then read, create
     and update the reports of that API group (by name: it never lists them), and nothing else."""
-    api = next((api for name, api in APIS.items() if name == flavour), None)
-    if api is not None:
-        resources = [api.plural, api.cluster_plural]
+    granted = REPORT_RESOURCES.get(flavour or "")
+    if granted is not None:
+        group, resources = granted
         role["rules"].append(
-            {"apiGroups": [api.group], "resources": resources, "verbs": ["get", "create", "update"]}
+            {"apiGroups": [group], "resources": list(resources), "verbs": ["get", "create", "update"]}
         )
 
 

@@ -10,7 +10,8 @@ import yaml
 
 from tests.manifests.objects import one, run_cli
 from tests.support.schema import assert_valid
-from webhook.manifests import Manifest
+from webhook.manifests import REPORT_RESOURCES, Manifest
+from webhook.scan.reports import APIS
 
 REPORTS = {
     "policyreport": ("wgpolicyk8s.io", {"policyreports", "clusterpolicyreports"}),
@@ -53,3 +54,9 @@ def test_an_unknown_flavour_is_refused(cert_dir: Path) -> None:
     )
     assert result.returncode != 0
     assert "scan-publish" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_install_grants_the_resources_the_scan_writes() -> None:
+    assert {
+        flavour: (api.group, (api.plural, api.cluster_plural)) for flavour, api in APIS.items()
+    } == REPORT_RESOURCES

@@ -128,9 +128,8 @@ def _report(
     results = [_result(item, finding, rules) for item in entries for finding in item.findings]
     results.sort(key=lambda r: (r["resources"][0]["kind"], r["resources"][0]["name"], r["policy"]))
     kept = results[:MAX_RESULTS]
-    metadata: dict[str, Any] = {"name": REPORT_NAME, "labels": dict(OWNED_LABELS)}
-    if namespace:
-        metadata["namespace"] = namespace
+    metadata: dict[str, Any] = {"name": REPORT_NAME, **({"namespace": namespace} if namespace else {})}
+    metadata["labels"] = dict(OWNED_LABELS)
     if len(results) > len(kept):
         metadata["annotations"] = {OMITTED_ANNOTATION: str(len(results) - len(kept))}
     report: dict[str, Any] = {

@@ -333,6 +333,13 @@ def _add_cluster_options(serve: argparse.ArgumentParser) -> None:
         "rate-limited and aggregated; needs RBAC to create and patch events there",
     )
     cluster.add_argument(
+        "--scan-publish",
+        choices=["none", "policyreport", "openreports"],
+        default=env("scan-publish", "none"),
+        help="after each complete background scan, write its findings as wgpolicyk8s.io PolicyReports "
+        "or openreports.io Reports, one per namespace (needs the CRD and the rendered RBAC)",
+    )
+    cluster.add_argument(
         "--dra-templates-interval",
         type=_non_negative_seconds,
         default=env("dra-templates-interval", "60"),
@@ -404,6 +411,7 @@ def _serve(args: argparse.Namespace) -> int:
         max_staleness_seconds=args.max_staleness,
         scan_interval_seconds=args.scan_interval,
         emit_denial_events=args.emit_denial_events,
+        scan_publish=args.scan_publish,
         dra_templates_interval_seconds=args.dra_templates_interval,
         **audit_settings(args),
         utilization=serve_settings(args),

@@ -1,6 +1,6 @@
 """The only importer of `kubernetes`: connect, list and watch for the caches and the scan,
-ConfigMaps for the ledger, Leases, the ResourceClaimTemplates that mode dra needs, and the
-Events of --emit-denial-events.
+ConfigMaps for the ledger, Leases, the ResourceClaimTemplates that mode dra needs, the
+Events of --emit-denial-events, and the policy reports the scan publishes.
 
 DRA objects are read through the newest resource.k8s.io version the API serves (v1, else
 v1beta2, else v1beta1), asked of discovery once per connection, and reach the caller as v1
@@ -402,6 +402,42 @@ class TemplateStore:
         method = functools.partial(self._api().delete_namespaced_resource_claim_template, body=options)
         with contextlib.suppress(_NotFound):  # gone already: what we wanted
             _document(f"delete resourceclaimtemplate {namespace}/{name}", method, name, namespace)
+
+
+class CustomObjectStore:
+    """Custom objects (the scan's policy reports) by apiVersion and plural, in a namespace or ("")
+    cluster-scoped: read, create, replace. An API without the CRD answers 404: ClusterError."""
+
+    def __init__(self, connection: Connection) -> None:
+        self._api = client.CustomObjectsApi(connection.api_client)
+
+    def read(self, api_version: str, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        group, version = api_version.split("/", 1)
+        where = (group, version, namespace, plural, name) if namespace else (group, version, plural, name)
+        method = self._api.get_namespaced_custom_object if namespace else self._api.get_cluster_custom_object
+        try:
+            return _document(f"read {plural} {namespace}/{name}", method, *where)
+        except _NotFound:
+            return None
+
+    def create(self, api_version: str, plural: str, namespace: str, body: Mapping[str, Any]) -> None:
+        group, version = api_version.split("/", 1)
+        where = (group, version, namespace, plural) if namespace else (group, version, plural)
+        method = (
+            self._api.create_namespaced_custom_object if namespace else self._api.create_cluster_custom_object
+        )
+        _document(f"create {plural} {namespace}", method, *where, dict(body))
+
+    def replace(self, api_version: str, plural: str, namespace: str, body: Mapping[str, Any]) -> None:
+        group, version = api_version.split("/", 1)
+        name = str(body["metadata"]["name"])
+        where = (group, version, namespace, plural, name) if namespace else (group, version, plural, name)
+        method = (
+            self._api.replace_namespaced_custom_object
+            if namespace
+            else self._api.replace_cluster_custom_object
+        )
+        _document(f"update {plural} {namespace}/{name}", method, *where, dict(body))
 
 
 _TIMEOUTS = (CONNECT_SECONDS, REQUEST_SECONDS)

@@ -119,6 +119,8 @@ class Settings:
     scan_interval_seconds: float = 0.0
     # A Kubernetes Event in our namespace for each denial (webhook.events), off the request path.
     emit_denial_events: bool = False
+    # Where each complete background scan's findings go besides the audit log: policy reports.
+    scan_publish: Literal["none", "policyreport", "openreports"] = "none"
     # With a cluster: seconds between passes that create the ResourceClaimTemplates mode dra
     # needs (one replica, by Lease; passes run sooner when policies or namespaces change); 0: off.
     dra_templates_interval_seconds: float = 60.0

@@ -77,6 +77,14 @@ class RenderOptions:
     storage_class: str | None = None
 
 
+# serve --scan-publish's report resources by API flavour, as webhook.scan.reports.APIS names them
+# (tests/manifests/test_report_rbac.py holds the two together; this layer cannot import the scan).
+REPORT_RESOURCES: Mapping[str, tuple[str, tuple[str, str]]] = {
+    "policyreport": ("wgpolicyk8s.io", ("policyreports", "clusterpolicyreports")),
+    "openreports": ("openreports.io", ("reports", "clusterreports")),
+}
+
+
 def base_directory() -> Path:
     """The kustomize base: packaged with the wheel (a symlink in a checkout), or the checkout's own."""
     for candidate in (_PACKAGED_BASE, _CHECKOUT_BASE):
@@ -122,7 +130,19 @@ def render(options: RenderOptions, base: list[Manifest] | None = None) -> list[M
         find(objects, "ConfigMap")["data"] = dict(options.policies)
     if options.cert_dir is not None:
         _add_certificates(objects, options.cert_dir, options.namespace)
+    _grant_reports(find(objects, "ClusterRole"), options.serve_flags.get("scan-publish"))
     return objects
+
+
+def _grant_reports(role: Manifest, flavour: str | None) -> None:
+    """With serve --scan-publish, the scan writes one report per namespace: it may then read, create
+    and update the reports of that API group (by name: it never lists them), and nothing else."""
+    granted = REPORT_RESOURCES.get(flavour or "")
+    if granted is not None:
+        group, resources = granted
+        role["rules"].append(
+            {"apiGroups": [group], "resources": list(resources), "verbs": ["get", "create", "update"]}
+        )
 
 
 def _add_certificates(objects: list[Manifest], cert_dir: Path, namespace: str) -> None:

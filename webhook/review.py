@@ -90,6 +90,9 @@ class ReviewDeps:
     quota_unavailable: str | None = None
     # data.inventory for Gatekeeper templates, in Gatekeeper's layout; read only when needed.
     gatekeeper_inventory: Callable[[], Mapping[str, Any]] | None = None
+    # The request as Gatekeeper's templates see it; None: as sent. The scan gives them the review
+    # Gatekeeper's audit builds for a stored object (webhook.scan.judge.audit_review).
+    constraint_view: Callable[[AdmissionRequest], AdmissionRequest] | None = None
     placement: CapacityView | None = None  # spare GPU capacity, for policies with placement hints
     kubernetes_version: Version | None = None  # the cluster's (discovery or a flag); None: unknown
     # False: raise WouldBlock, before anything is reserved, rather than run Rego (the server
@@ -293,7 +296,7 @@ def validate(
     if any(f.action == "deny" for f in findings):
         return decide(findings)
     constraints = evaluate_constraints(
-        request,
+        deps.constraint_view(request) if deps.constraint_view else request,
         deps.policies,
         deps.gatekeeper_inventory,
         actions,

@@ -93,13 +93,17 @@ def test_a_workload_template_is_judged_as_applied_again(
 
 @pytest.mark.parametrize("case", [c for c in ESCAPES if c.obj["kind"] != "Pod"], ids=lambda c: c.key[2])
 def test_a_workload_is_judged_as_validate_judges_its_create(policies: PolicySet, case: Any) -> None:
-    """The same object, the same user: the scan's findings are /validate's, to the message."""
+    """The same object: the scan finds what /validate finds on its CREATE, policy by policy (the
+    messages may differ where they name the user: Gatekeeper's audit review has none)."""
     kind = scan_kind(case.obj)
     assert kind is not None
     scanned = judge(case.obj, kind, deps(policies))
     request = cast(dict[str, Any], scan_request(case.obj, kind))
     admitted = review(check_request({**request, "uid": "x"}), "validate", deps(policies))
-    assert scanned.findings == admitted.findings and not admitted.allowed
+    assert [(f.policy, f.action) for f in scanned.findings] == [
+        (f.policy, f.action) for f in admitted.findings
+    ]
+    assert not admitted.allowed
 
 
 def test_a_malformed_gpu_pod_is_a_deny_finding(policies: PolicySet) -> None:

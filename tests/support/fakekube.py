@@ -10,7 +10,8 @@ ResourceSlices) is served in one version, v1 unless the fake is started with v1b
 and discovery (`/apis/resource.k8s.io`) lists only it; objects are stored and served in it.
 Events are created and merge-patched, with the API server's check that a legacy Event's
 involvedObject.namespace is its own (pkg/apis/core/validation/events.go).
-ConfigMaps, coordination.k8s.io/v1 Leases and ResourceClaimTemplates: get, create (409
+ConfigMaps, coordination.k8s.io/v1 Leases, ResourceClaimTemplates and the policy report
+resources (wgpolicyk8s.io/v1alpha2 and openreports.io/v1alpha1): get, create (409
 AlreadyExists; 404 in a namespace that does not exist, for templates), and update with 409
 Conflict on a stale resourceVersion; a Lease whose spec does not follow the API's types
 (MicroTime, int32), and a template update that changes the spec or whose requests do not follow
@@ -66,11 +67,25 @@ RESOURCES = {
     "resourceclaimtemplates": ("resource.k8s.io/v1", "ResourceClaimTemplate"),
     "deviceclasses": ("resource.k8s.io/v1", "DeviceClass"),
     "resourceslices": ("resource.k8s.io/v1", "ResourceSlice"),
+    # The policy report CRDs, as a cluster with wgpolicyk8s.io and openreports.io installed.
+    "policyreports": ("wgpolicyk8s.io/v1alpha2", "PolicyReport"),
+    "clusterpolicyreports": ("wgpolicyk8s.io/v1alpha2", "ClusterPolicyReport"),
+    "reports": ("openreports.io/v1alpha1", "Report"),
+    "clusterreports": ("openreports.io/v1alpha1", "ClusterReport"),
 }
 KINDS = {resource: kind for resource, (_, kind) in RESOURCES.items()}
-NAMESPACED = set(RESOURCES) - {"namespaces", "nodes", "deviceclasses", "resourceslices"}
+CLUSTER_SCOPED = {
+    "namespaces",
+    "nodes",
+    "deviceclasses",
+    "resourceslices",
+    "clusterpolicyreports",
+    "clusterreports",
+}
+NAMESPACED = set(RESOURCES) - CLUSTER_SCOPED
+REPORTS = {"policyreports", "clusterpolicyreports", "reports", "clusterreports"}
 DRA_VERSIONS = ("v1", "v1beta2", "v1beta1")
-WRITABLE = {"configmaps", "leases", "resourceclaimtemplates", "events"}
+WRITABLE = {"configmaps", "leases", "resourceclaimtemplates", "events", *REPORTS}
 PATCHABLE = {"events"}  # by JSON merge patch (RFC 7386), as --emit-denial-events raises counts
 DELETABLE = {"resourceclaimtemplates"}
 IMMUTABLE_SPEC = {"resourceclaimtemplates"}  # resource.k8s.io/v1: a template's spec cannot change
@@ -424,7 +439,9 @@ class FakeKube:
     def write(
         self, method: str, resource: str, namespace: str, name: str, body: dict[str, Any]
     ) -> tuple[int, dict[str, Any]]:
-        body.setdefault("metadata", {})["namespace"] = namespace
+        metadata = body.setdefault("metadata", {})
+        if resource in NAMESPACED:
+            metadata["namespace"] = namespace
         invalid = _invalid(self.resources, resource, body)
         if invalid:
             return 422, _status(422, "Invalid", f'{KINDS[resource]} "{name}" is invalid: {invalid}')

@@ -46,6 +46,8 @@ def metadata(name: str, namespace: str, **extra: Any) -> dict[str, Any]:
         "name": name,
         "namespace": namespace,
         "uid": f"uid-{namespace}-{name}",
+        # Read from the API, as a scan reads objects: only stored objects carry a resourceVersion.
+        "resourceVersion": "4711",
         "annotations": annotations,
         **extra,
     }
@@ -87,7 +89,8 @@ def workload(
 
 def namespace(name: str, **labels: str) -> dict[str, Any]:
     all_labels = {"kubernetes.io/metadata.name": name, **labels}
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": all_labels}}
+    meta = {"name": name, "labels": all_labels, "resourceVersion": "4711"}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
 
 
 SECRET = {

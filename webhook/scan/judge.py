@@ -3,22 +3,25 @@
 Each object becomes the AdmissionRequest the API server would send for it (see
 kinds.ScanKind.operation for CREATE or UPDATE), from the scan's own identity, and goes
 through review.validate() with every enforcement action: the built-in GPU checks,
-then the Gatekeeper constraints. Quota is left out (the deps carry no quota gate):
-it judges admissions, not objects that already run.
+then the Gatekeeper constraints. The constraints see the object as Gatekeeper's own
+audit presents it (audit_review): templates that exempt updates judge running pods.
+Quota is left out (the deps carry no quota gate): it judges admissions, not objects
+that already run.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, cast
 
 from webhook.admission import check_request
 from webhook.decision import Decision, Finding
 from webhook.review import ALL_ACTIONS, ReviewDeps, validate
 from webhook.scan.kinds import NAMESPACE, ScanKind
 from webhook.types import AdmissionRequest, KubeObject
+from webhook.validation.gatekeeper_input import review_of_object
 
 SCAN_USER = "system:gpu-webhook:scan"
 SCAN_GROUPS = ("system:authenticated",)
@@ -42,7 +45,7 @@ class Judgement:
 
 def judge(obj: KubeObject, kind: ScanKind, deps: ReviewDeps) -> Judgement:
     request = scan_request(obj, kind)
-    decision = validate(request, deps, ALL_ACTIONS)
+    decision = validate(request, replace(deps, constraint_view=audit_review), ALL_ACTIONS)
     return _judgement(obj, kind, request, decision)
 
 
@@ -72,6 +75,15 @@ def scan_request(obj: KubeObject, kind: ScanKind) -> AdmissionRequest:
         "dryRun": True,
     }
     return check_request(request)
+
+
+def audit_review(request: AdmissionRequest) -> AdmissionRequest:
+    """What Gatekeeper's audit hands a template for a stored object. pkg/audit/manager.go reviews a
+    target.AugmentedUnstructured (object, its Namespace, source Original) and sets no operation;
+    pkg/target/target.go (augmentedUnstructuredToAdmissionRequest) makes of it a request holding
+    only kind, name, namespace (empty for cluster-scoped objects) and object: no operation, uid,
+    user, oldObject or resource. That is the review gator builds for a manifest."""
+    return cast(AdmissionRequest, review_of_object(request.get("object") or {}))
 
 
 def identity(obj: Mapping[str, Any], kind: ScanKind) -> tuple[str, str]:

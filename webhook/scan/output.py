@@ -1,22 +1,32 @@
-"""What `gpu-webhook scan` prints: one row per finding and a closing summary line, or JSON."""
+"""What `gpu-webhook scan` prints: one row per finding and a closing summary line, JSON, or policy
+reports as YAML documents (`kubectl apply -f` reads them)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
+import yaml
 
 from webhook.audit.chain import Record
+from webhook.scan.reports import FLAVOURS, build_reports
 from webhook.scan.stream import ScanOutcome
 
 COLUMNS = ("kind", "namespace", "name", "action", "policy", "message")
 JSON_FIELDS = ("kind", "apiVersion", "namespace", "name", "owner", "decision", "findings")
 
 
-def render(outcome: ScanOutcome, fmt: str) -> str:
+FORMATS = ("table", "json", *FLAVOURS)
+
+
+def render(outcome: ScanOutcome, fmt: str, rules: Mapping[str, str] | None = None) -> str:
+    """`rules`: constraint name to template kind, for the reports' rule fields."""
     if fmt == "json":
         return _json(outcome)
+    if fmt in FLAVOURS:
+        reports = build_reports(outcome.entries, fmt, namespaces=outcome.summary.namespaces, rules=rules)
+        return yaml.safe_dump_all(reports, sort_keys=False, explicit_start=True).rstrip()
     return _table(outcome.objects, outcome.summary.line())
 
 

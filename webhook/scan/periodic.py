@@ -18,6 +18,7 @@ from webhook.leader import LeaderLoop, LeaseElector
 from webhook.metrics import Metrics
 from webhook.policy.model import PolicySet
 from webhook.review import ReviewSettings
+from webhook.scan.publish import Publisher
 from webhook.scan.run import ScanSummary
 from webhook.scan.sources import Snapshot
 from webhook.scan.stream import RecordSink, ScanOutcome, scan_once
@@ -29,17 +30,29 @@ STOP_SECONDS = 10.0
 
 @dataclass(frozen=True)
 class ScanJob:
-    """What each run reads afresh: the objects, and the policy set in force when it starts."""
+    """What each run reads afresh: the objects, and the policy set in force when it starts.
+    With a publisher, a run that completes writes its policy reports (one that stopped early
+    would empty the reports of the namespaces it did not reach)."""
 
     snapshot: Callable[[], Snapshot]
     policies: Callable[[], PolicySet]
     settings: ReviewSettings
     sink: RecordSink | None = None
+    publisher: Publisher | None = None
 
     def run(self, keep_going: Callable[[], bool]) -> ScanOutcome:
-        return scan_once(
-            self.snapshot(), self.policies(), self.settings, sink=self.sink, keep_going=keep_going
+        policies = self.policies()
+        outcome = scan_once(
+            self.snapshot(),
+            policies,
+            self.settings,
+            sink=self.sink,
+            keep_going=keep_going,
+            reports=self.publisher is not None,
         )
+        if self.publisher is not None and outcome.summary.complete:
+            self.publisher.publish(outcome, policies)
+        return outcome
 
 
 @dataclass(frozen=True)

@@ -43,9 +43,12 @@ class ScanSummary:
     violations: Counter[PolicyKey] = field(default_factory=Counter)
     complete: bool = True
     seconds: float = 0.0
+    # Namespaces with a judged object (a Namespace counts as its own): each gets a report, if asked.
+    namespaces: set[str] = field(default_factory=set)
 
     def add(self, judgement: Judgement) -> None:
         self.objects += 1
+        self.namespaces.add(judgement.namespace)
         if judgement.findings:
             self.with_findings += 1
         if judgement.denied:

@@ -15,6 +15,8 @@ from webhook.metrics import Metrics
 from webhook.policy.model import PolicySet
 from webhook.review import ReviewSettings
 from webhook.scan.periodic import PeriodicScan, ScanJob, register_scan_gauges
+from webhook.scan.publish import Publisher
+from webhook.scan.reports import FLAVOURS
 from webhook.scan.sources import Snapshot, empty, from_cluster, from_inventory
 from webhook.scan.stream import RecordSink
 
@@ -30,25 +32,32 @@ def build_periodic_scan(
     """None when --scan-interval is 0. With a cluster, the replicas elect one scanner by Lease."""
     if settings.scan_interval_seconds <= 0:
         return None
-    snapshot, elector = _source(settings, cluster)
+    snapshot, elector, publisher = _source(settings, cluster)
     failures = Counter(
         "gpu_webhook_scan_failures",
         "Background scans that failed (API or audit log errors).",
         registry=metrics.registry,
     )
-    job = ScanJob(snapshot, policies, review_settings, sink)
+    job = ScanJob(snapshot, policies, review_settings, sink, publisher)
     scan = PeriodicScan(job, settings.scan_interval_seconds, elector=elector, on_failure=failures.inc)
     register_scan_gauges(metrics, scan)
     return scan
 
 
-def _source(settings: Settings, cluster: ClusterState) -> tuple[Callable[[], Snapshot], LeaseElector | None]:
+def _source(
+    settings: Settings, cluster: ClusterState
+) -> tuple[Callable[[], Snapshot], LeaseElector | None, Publisher | None]:
+    publish = settings.scan_publish
+    if publish != "none" and publish not in FLAVOURS:
+        raise ConfigError(f"--scan-publish {publish[:40]!r} is not one of none, {', '.join(FLAVOURS)}")
+    if publish != "none" and (settings.inventory is not None or not cluster.live):
+        raise ConfigError("--scan-publish writes reports to the cluster the scan reads: it needs a cluster")
     if settings.inventory is not None:
         fixed = from_inventory(load_inventory(settings.inventory), settings.dra_gpu_classes)
-        return (lambda: fixed), None
+        return (lambda: fixed), None, None
     if not cluster.live:
         nothing = empty(NO_CLUSTER)
-        return (lambda: nothing), None
+        return (lambda: nothing), None, None
     from webhook import cluster as kube  # the kubernetes client loads only when there is a cluster
 
     connection = kube.connect(settings.kubeconfig)
@@ -58,4 +67,5 @@ def _source(settings: Settings, cluster: ClusterState) -> tuple[Callable[[], Sna
     lister = kube.lister(connection)
     elector = LeaseElector(kube.LeaseStore(connection, own_namespace(settings)), replica_id())
     classes = settings.dra_gpu_classes
-    return (lambda: from_cluster(lister, origin, classes)), elector
+    publisher = None if publish == "none" else Publisher(kube.CustomObjectStore(connection), publish)
+    return (lambda: from_cluster(lister, origin, classes)), elector, publisher

@@ -20,6 +20,7 @@ from webhook.policy.model import PolicySet
 from webhook.review import ReviewSettings
 from webhook.scan.judge import Judgement
 from webhook.scan.records import object_record, summary_record
+from webhook.scan.reports import Entry, entry
 from webhook.scan.run import ScanSummary, run_scan
 from webhook.scan.sources import Snapshot
 
@@ -38,6 +39,8 @@ class ScanOutcome:
     summary_record: Record
     # Object records, kept only when asked for (the CLI prints them; the server streams them away).
     objects: list[Record] = field(default_factory=list)
+    # What policy reports need of each object with findings, kept only when asked for.
+    entries: list[Entry] = field(default_factory=list)
 
 
 class ScanLog:
@@ -50,6 +53,7 @@ class ScanLog:
         instance: str,
         clock: Clock,
         keep: bool,
+        reports: bool = False,
     ) -> None:
         self._sink = sink
         self._scan_id = scan_id
@@ -57,19 +61,24 @@ class ScanLog:
         self._instance = instance
         self._clock = clock
         self._keep = keep
+        self._reports = reports
         self._pending: list[Record] = []
         self.kept: list[Record] = []
+        self.entries: list[Entry] = []
 
     def add(self, judgement: Judgement) -> None:
+        now = self._clock()
         record = object_record(
             judgement,
             scan_id=self._scan_id,
-            now=self._clock(),
+            now=now,
             instance=self._instance,
             policy_version=self._policy_version,
         )
         if self._keep:
             self.kept.append(record)
+        if self._reports:
+            self.entries.append(entry(record, judgement.object, now))
         if self._sink is not None:
             self._pending.append(record)
             if len(self._pending) >= BATCH:
@@ -95,6 +104,7 @@ def scan_once(
     *,
     sink: RecordSink | None = None,
     keep: bool = False,
+    reports: bool = False,
     keep_going: Callable[[], bool] = lambda: True,
     instance: str | None = None,
     clock: Clock = utc_now,
@@ -107,8 +117,9 @@ def scan_once(
         instance=instance or default_instance(),
         clock=clock,
         keep=keep,
+        reports=reports,
     )
     summary = run_scan(
         snapshot, policies, settings, scan_id=scan_id, on_finding=log.add, keep_going=keep_going
     )
-    return ScanOutcome(summary, log.finish(summary), log.kept)
+    return ScanOutcome(summary, log.finish(summary), log.kept, log.entries)

@@ -37,9 +37,9 @@ PRECHECKS: dict[str, Precheck] = {
     "84552a311043d937a0263e7f239bc80049a88c0cb8d51feebb85d672253fbf6f": bundle.host_namespaces,
     "9332878486751a9f86e7a913c05f2597103be065f6d7a858f96d5c344db58268": bundle.host_paths,
     "536de3b070d110ce1cd6ac383407ef591a15db77307e51b8b4a67f36e0427be4": bundle.max_per_pod,
-    "b607503edc19b6aa27736808320ba0940b72dac3e7f8703599cdcdef3eb7e504": bundle.preset_node_name,
+    "b7a4d8d21939a4f5ed029c471bd094007cb3a8771ff9cfaa26bb60b3dcede2ff": bundle.preset_node_name,
     "442e87bd03f9f448d0a79ab08a509c554d669f26d9f684fa707bf92a21f16629": bundle.privileged_container,
-    "87bb16539fd0b906ea9a1d22b26b7de1434b551ecacca80069b6ff943302c380": bundle.scheduler_annotations,
+    "f0783f5afd57edc844b5bdd566873a8f171c0b3a242b4ae41a3f592987ef77c7": bundle.scheduler_annotations,
 }
 
 

@@ -87,15 +87,27 @@ def test_bad_binding(policy: str, actions: str, line: int, reason: str) -> None:
     ("patch_type", "field", "expression", "reason"),
     [
         ("ApplyConfiguration", "applyConfiguration", "{'spec': {}}", "must evaluate to Object, not map"),
-        ("ApplyConfiguration", "applyConfiguration", "Object.spec{}", "must evaluate to Object, not Object.spec"),
-        ("JSONPatch", "jsonPatch", "JSONPatch{op: 'add', path: '/a'}", "must evaluate to list, not JSONPatch"),
+        (
+            "ApplyConfiguration",
+            "applyConfiguration",
+            "Object.spec{}",
+            "must evaluate to Object, not Object.spec",
+        ),
+        (
+            "JSONPatch",
+            "jsonPatch",
+            "JSONPatch{op: 'add', path: '/a'}",
+            "must evaluate to list, not JSONPatch",
+        ),
         ("JSONPatch", "jsonPatch", "[JSONPatch{op: 1}]", "field 'op' of JSONPatch cannot be int"),
         ("JSONPatch", "jsonPatch", "[JSONPatch{name: 'x'}]", "undefined field 'name' of JSONPatch"),
         ("JSONPatch", "jsonPatch", "[Patch{op: 'add'}]", "undeclared reference to 'Patch'"),
     ],
     ids=["map", "inner-object", "one-operation", "op-not-string", "unknown-field", "unknown-type"],
 )
-def test_mutation_must_construct_its_patch_type(patch_type: str, field: str, expression: str, reason: str) -> None:
+def test_mutation_must_construct_its_patch_type(
+    patch_type: str, field: str, expression: str, reason: str
+) -> None:
     """An apply configuration is an Object, a JSON patch a list of JSONPatch, with fields op,
     path and from strings (kubernetes/kubernetes staging/src/k8s.io/apiserver/pkg/admission/
     plugin/policy/mutating/patch/smd.go and json_patch.go ReturnTypes; pkg/cel/mutation/

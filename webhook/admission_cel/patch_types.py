@@ -55,7 +55,9 @@ def json_patch(value: Any) -> list[dict[str, Any]]:
     operations = []
     for operation in value:
         if not isinstance(operation, Message) or operation.type_name != JSON_PATCH:
-            raise CelEvaluationError(f"a JSON patch operation must be a JSONPatch{{...}}, not {kind_of(operation)}")
+            raise CelEvaluationError(
+                f"a JSON patch operation must be a JSONPatch{{...}}, not {kind_of(operation)}"
+            )
         operations.append(_operation(operation))
     return operations
 
@@ -63,7 +65,9 @@ def json_patch(value: Any) -> list[dict[str, Any]]:
 def _operation(operation: Mapping[Any, Any]) -> dict[str, Any]:
     for name in _JSON_PATCH_STRINGS:
         if name in operation and not isinstance(operation[name], str):
-            raise CelEvaluationError(f"unexpected type {kind_of(operation[name])} for JSONPatch's {name!r} field")
+            raise CelEvaluationError(
+                f"unexpected type {kind_of(operation[name])} for JSONPatch's {name!r} field"
+            )
     return {str(name): to_python(field) for name, field in operation.items()}
 
 
@@ -75,7 +79,7 @@ def _check_path_names(value: Any, path: str) -> None:
                 "field name path from root Object type"
             )
         for name, field in value.items():
-            _check_path_names(field, f"{path}.{name}")
+            _check_path_names(field, path + "." + str(name))
     elif isinstance(value, Mapping):
         for item in value.values():
             _check_path_names(item, path)

@@ -151,7 +151,7 @@ class Interpreter:
         failed = _first_error(values)
         if failed is not None:
             return failed
-        names = (celtypes.StringType(name) for name in entries[::2])
+        names = (celtypes.StringType(str(name)) for name in entries[::2])
         return Message(cast(str, syntax.qualified_name(target)), dict(zip(names, values, strict=True)))
 
     def refused(self, tree: lark.Tree[Any]) -> Result:

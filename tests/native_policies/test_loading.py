@@ -83,23 +83,51 @@ def test_bad_binding(policy: str, actions: str, line: int, reason: str) -> None:
     assert reason in str(problem)
 
 
-def test_apply_configuration_must_construct_an_object() -> None:
-    text = """apiVersion: admissionregistration.k8s.io/v1beta1
+@pytest.mark.parametrize(
+    ("patch_type", "field", "expression", "reason"),
+    [
+        ("ApplyConfiguration", "applyConfiguration", "{'spec': {}}", "must evaluate to Object, not map"),
+        (
+            "ApplyConfiguration",
+            "applyConfiguration",
+            "Object.spec{}",
+            "must evaluate to Object, not Object.spec",
+        ),
+        (
+            "JSONPatch",
+            "jsonPatch",
+            "JSONPatch{op: 'add', path: '/a'}",
+            "must evaluate to list, not JSONPatch",
+        ),
+        ("JSONPatch", "jsonPatch", "[JSONPatch{op: 1}]", "field 'op' of JSONPatch cannot be int"),
+        ("JSONPatch", "jsonPatch", "[JSONPatch{name: 'x'}]", "undefined field 'name' of JSONPatch"),
+        ("JSONPatch", "jsonPatch", "[Patch{op: 'add'}]", "undeclared reference to 'Patch'"),
+    ],
+    ids=["map", "inner-object", "one-operation", "op-not-string", "unknown-field", "unknown-type"],
+)
+def test_mutation_must_construct_its_patch_type(
+    patch_type: str, field: str, expression: str, reason: str
+) -> None:
+    """An apply configuration is an Object, a JSON patch a list of JSONPatch, with fields op,
+    path and from strings (kubernetes/kubernetes staging/src/k8s.io/apiserver/pkg/admission/
+    plugin/policy/mutating/patch/smd.go and json_patch.go ReturnTypes; pkg/cel/mutation/
+    jsonpatch.go): anything else does not load."""
+    text = f"""apiVersion: admissionregistration.k8s.io/v1beta1
 kind: MutatingAdmissionPolicy
-metadata: {name: m.example.com}
+metadata: {{name: m.example.com}}
 spec:
   matchConstraints:
     resourceRules:
-      - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
+      - {{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}}
   mutations:
-    - patchType: ApplyConfiguration
-      applyConfiguration:
-        expression: "{'spec': {}}"
+    - patchType: {patch_type}
+      {field}:
+        expression: "{expression}"
 """
     with pytest.raises(PolicyError) as raised:
         policies(text, "bad.yaml")
     (problem,) = raised.value.problems
-    assert (problem.line, "Object{...}" in str(problem)) == (11, True)
+    assert (problem.line, reason in str(problem)) == (11, True), str(problem)
 
 
 def test_bundled_examples_load() -> None:

@@ -25,6 +25,8 @@ the strings extension (lowerAscii, upperAscii, replace, split, join, trim, index
 lastIndexOf, substring, charAt, startsWith, endsWith, contains), regex matches/find/findAll on
 RE2, Kubernetes' list library (isSorted, sum, min, max, indexOf, lastIndexOf), quantity and
 semver libraries. Every name is typed `dyn`, so type errors inside objects are runtime errors.
+With `patch_types` (mutations only) `Object{...}` and `JSONPatch{...}` construct messages, which
+patch_types.apply_configuration and json_patch turn into an apply configuration and a patch.
 """
 
 from webhook.admission_cel.errors import CelCompileError, CelEvaluationError

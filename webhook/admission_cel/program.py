@@ -21,6 +21,7 @@ from celpy.evaluation import CELEvalError
 
 from webhook.admission_cel.errors import CelCompileError, CelEvaluationError
 from webhook.admission_cel.limits import MAX_EXPRESSION_BYTES, MAX_STEPS
+from webhook.admission_cel.patch_types import message_type
 from webhook.admission_cel.values import to_cel, to_python
 from webhook.dra.cel import syntax
 from webhook.dra.cel.check import Environment, checked_tree
@@ -67,18 +68,20 @@ def compile_program(
     *,
     variables: Collection[str] | None = None,
     result_types: Collection[str] | None = None,
+    patch_types: bool = False,
 ) -> Program:
     """The compiled expression, memoised; raises CelCompileError.
 
     `names` are the top-level identifiers the expression may use (object, oldObject, params,
     request, variables, ...). With `variables`, `variables.NAME` must name one of them.
     With `result_types` (CEL type names: "bool", "string", ...) the expression must be able to
-    give one of them."""
+    give one of them. With `patch_types`, as for a mutation, it may construct `Object{...}` and
+    `JSONPatch{...}` (see patch_types.py); no other expression constructs a message."""
     if not isinstance(expression, str):
         raise CelCompileError(f"a CEL expression must be a string, not {type(expression).__name__}")
     declared = None if variables is None else frozenset(variables)
     results = None if result_types is None else frozenset(result_types)
-    return _compiled(expression, frozenset(names), declared, results)
+    return _compiled(expression, frozenset(names), declared, results, patch_types)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -87,6 +90,7 @@ def _compiled(
     names: frozenset[str],
     variables: frozenset[str] | None,
     results: frozenset[str] | None,
+    patch_types: bool,
 ) -> Program:
     environment = Environment(
         roots=dict.fromkeys(names, DYN),
@@ -94,6 +98,7 @@ def _compiled(
         excluded=_NOT_ADMISSION,
         filtered_map=True,
         max_bytes=MAX_EXPRESSION_BYTES,
+        messages=message_type if patch_types else None,
     )
     try:
         tree = checked_tree(_without_trailing_commas(expression), environment)

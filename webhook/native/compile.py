@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, cast
 
-from webhook.admission_cel import CelCompileError, Program, compile_program, construction
+from webhook.admission_cel import CelCompileError, Program, compile_program
 from webhook.errors import PolicyProblem
 from webhook.match import LabelSelector, SelectorError
 from webhook.native.model import (
@@ -60,7 +60,6 @@ MAX_MATCH_CONDITIONS = 64
 _AUTHORIZER = re.compile(r"\bauthorizer\b")
 _ANNOTATION_KEY = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_OBJECT_CONSTRUCTION = re.compile(r"^\s*Object\s*\{")
 
 
 class Problems:
@@ -107,7 +106,9 @@ class Problems:
             return default
         return cast(str, value)
 
-    def program(self, value: Any, where: Where) -> Program | None:
+    def program(self, value: Any, where: Where, *, result: str | None = None) -> Program | None:
+        """The compiled expression; `result`, for a mutation, is the type it must evaluate to,
+        and makes `Object{...}` and `JSONPatch{...}` constructible, as kube-apiserver does."""
         expression = self.text(value, where, required=True)
         if not expression:
             return None
@@ -115,7 +116,9 @@ class Problems:
             self.add(where, "reads `authorizer`, which only kube-apiserver can answer; not supported here")
             return None
         try:
-            return compile_program(expression, (*CEL_NAMES, *construction.NAMES))
+            if result is None:
+                return compile_program(expression, CEL_NAMES)
+            return compile_program(expression, CEL_NAMES, result_types=(result,), patch_types=True)
         except CelCompileError as e:
             self.add(where, f"CEL expression does not compile: {e}")
             return None
@@ -227,6 +230,10 @@ def _mutating(problems: Problems, spec: dict[str, Any], policy: Policy) -> Polic
 
 
 _PATCH_FIELDS: dict[str, str] = {"ApplyConfiguration": "applyConfiguration", "JSONPatch": "jsonPatch"}
+# What each patch type's expression evaluates to: an Object{...}, a list of JSONPatch{...}
+# (kubernetes/kubernetes staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/mutating/
+# patch/smd.go and json_patch.go ReturnTypes).
+_PATCH_RESULTS: dict[str, str] = {"ApplyConfiguration": "Object", "JSONPatch": "list"}
 
 
 def _mutation(problems: Problems, raw: Any, where: Where) -> Mutation | None:
@@ -242,15 +249,7 @@ def _mutation(problems: Problems, raw: Any, where: Where) -> Mutation | None:
             problems.add((*where, other), f"is not used with patchType {patch_type}")
     body = problems.mapping(entry.get(field_name), (*where, field_name))
     expression_at = (*where, field_name, "expression")
-    expression = body.get("expression")
-    if (
-        patch_type == "ApplyConfiguration"
-        and isinstance(expression, str)
-        and not _OBJECT_CONSTRUCTION.match(expression)
-    ):
-        problems.add(expression_at, "an apply configuration must be an Object{...} construction")
-        return None
-    program = problems.program(expression, expression_at)
+    program = problems.program(body.get("expression"), expression_at, result=_PATCH_RESULTS[patch_type])
     return Mutation(cast(PatchType, patch_type), program) if program is not None else None
 
 

@@ -7,8 +7,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.admission_cel import CelEvaluationError, Program
-from webhook.admission_cel.construction import constructions
+from webhook.admission_cel import CelEvaluationError, Program, to_cel, to_python
 from webhook.native.model import Named, Policy
 from webhook.native.rules import is_namespace
 from webhook.types import AdmissionRequest, KubeObject
@@ -58,9 +57,14 @@ class Scope:
         self.computing: set[str] = set()
 
     def evaluate(self, program: Program) -> Any:
-        activation = {**self.base, **constructions(), "variables": self._variables_of(program)}
+        """The expression's value as plain Python."""
+        return to_python(self.evaluate_cel(program))
+
+    def evaluate_cel(self, program: Program) -> Any:
+        """The expression's CEL value, constructed messages (`Object{...}`) kept as such."""
+        activation = {**self.base, "variables": self._variables_of(program)}
         try:
-            return program.evaluate(activation)
+            return program.evaluate_cel({name: to_cel(value) for name, value in activation.items()})
         except CelEvaluationError as e:
             raise EvaluationError(f"expression '{program.expression.strip()}' resulted in error: {e}") from e
 

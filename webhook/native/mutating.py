@@ -12,6 +12,8 @@ from typing import Any
 
 import jsonpatch
 
+from webhook.admission_cel import CelEvaluationError
+from webhook.admission_cel.patch_types import apply_configuration, json_patch
 from webhook.decision import Finding
 from webhook.native.apply import ApplyError, merge
 from webhook.native.evaluate import EvaluationError, Scope, conditions_met
@@ -99,27 +101,22 @@ def _policy(
 def _mutations(policy: Policy, scope: Scope, obj: KubeObject | None) -> KubeObject | None:
     for mutation in policy.mutations:
         scope.base["object"] = obj
-        obj = _apply(mutation, scope.evaluate(mutation.program), obj)
+        obj = _apply(mutation, scope.evaluate_cel(mutation.program), obj)
     return obj
 
 
 def _apply(mutation: Mutation, result: Any, obj: KubeObject | None) -> KubeObject:
-    if mutation.patch_type == "ApplyConfiguration":
-        if not isinstance(result, dict):
-            raise EvaluationError("the apply configuration must evaluate to an Object{...}")
-        merged: KubeObject = merge(obj, result)
-        return merged
-    if not isinstance(result, list) or not all(isinstance(op, dict) for op in result):
-        raise EvaluationError("the JSON patch must evaluate to a list of JSONPatch{...}")
-    if len(result) > MAX_PATCH_OPERATIONS:
+    try:
+        if mutation.patch_type == "ApplyConfiguration":
+            merged: KubeObject = merge(obj, apply_configuration(result))
+            return merged
+        operations = json_patch(result)
+    except CelEvaluationError as e:
+        raise EvaluationError(f"expression '{mutation.program.expression.strip()}': {e}") from e
+    if len(operations) > MAX_PATCH_OPERATIONS:
         raise EvaluationError(f"the JSON patch holds more than {MAX_PATCH_OPERATIONS} operations")
-    patched: KubeObject = jsonpatch.apply_patch(obj, [_operation(op) for op in result])
+    patched: KubeObject = jsonpatch.apply_patch(obj, operations)
     return patched
-
-
-def _operation(op: Mapping[str, Any]) -> dict[str, Any]:
-    """JSONPatch{op, path, from, value}: the fields a JSON patch operation has, unset ones left out."""
-    return {k: op[k] for k in ("op", "path", "from", "value") if k in op}
 
 
 def _failed(policy: Policy, binding: Binding, message: str, outcome: MutationOutcome) -> None:

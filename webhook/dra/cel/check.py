@@ -14,7 +14,7 @@ names, deep nesting) raises UnsupportedSelector.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, cast
 
@@ -41,10 +41,12 @@ from webhook.dra.cel.kinds import (
     LIST,
     MAP,
     MAPS,
+    NOT_NULLABLE,
     NULL,
     NUMBERS,
     ORDERED,
     QUANTITY,
+    SEMVER,
     STRING,
     TIMESTAMP,
     TYPE,
@@ -56,19 +58,29 @@ from webhook.dra.cel.strings import compile_regex
 
 
 @dataclass(frozen=True)
+class MessageType:
+    """A type that `Name{field: value, ...}` constructs: its fields and their types, or None when
+    any field name is allowed, typed dyn."""
+
+    fields: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True)
 class Environment:
     """The names an expression may use, and what its environment adds to the selectors' one.
 
     `roots` are the top-level variables with their types; `results` the types the whole
     expression may have, None for any (DYN is always accepted, checked when evaluated); `excluded` the
     functions of SIGNATURES this environment does not declare; `filtered_map` allows the
-    three-argument `map(x, filter, transform)`."""
+    three-argument `map(x, filter, transform)`; `messages` resolves a qualified type name to the
+    message type that `Name{...}` constructs (None: no message types, as for selectors)."""
 
     roots: Mapping[str, str]
     results: frozenset[str] | None = frozenset({BOOL})
     excluded: frozenset[str] = frozenset()
     filtered_map: bool = False
     max_bytes: int = MAX_EXPRESSION_BYTES
+    messages: Callable[[str], MessageType | None] | None = None
 
 
 SELECTORS: Final = Environment(roots={"device": DEVICE})
@@ -101,6 +113,8 @@ _INSIDE: Final = {
     MAP: DYN,
     DYN: DYN,
 }
+# The checker's own types: any other type name is a message type of the environment.
+_BUILT_IN: Final = NOT_NULLABLE | {NULL, DYN, TIMESTAMP, DURATION, QUANTITY, SEMVER, DEVICE}
 _LITERALS: Final = {
     "INT_LIT": INT,
     "UINT_LIT": UINT,
@@ -180,7 +194,9 @@ class _Checker:
 
     def _member_dot(self, tree: lark.Tree[Any]) -> str:
         target, name = tree.children
-        return _field(self.kind(target), str(name))
+        kind = self.kind(target)
+        message = self._message(kind)
+        return _field(kind, str(name)) if message is None else _message_field(message, kind, str(name))
 
     def _member_index(self, tree: lark.Tree[Any]) -> str:
         target, index = (self.kind(child) for child in tree.children)
@@ -192,7 +208,28 @@ class _Checker:
         raise SelectorError(f"no matching overload for [] applied to {target}")
 
     def _member_object(self, tree: lark.Tree[Any]) -> str:
-        raise SelectorError("message construction: Kubernetes declares no message types for selectors")
+        """`Name{field: value, ...}`, where the environment declares message types (cel-go
+        checker/checker.go checkCreateStruct): the type name must resolve, each field be one of
+        its fields (any, when it declares none) and each value assignable to the field's type."""
+        if self._environment.messages is None:
+            raise SelectorError("message construction: Kubernetes declares no message types here")
+        target, *inits = tree.children
+        name = syntax.qualified_name(target)
+        message = None if name is None else self._environment.messages(name)
+        if name is None or message is None:
+            raise SelectorError(f"undeclared reference to '{name or 'a message type'}'")
+        entries = inits[0].children if inits else []
+        for field_name, value in zip(entries[::2], entries[1::2], strict=True):
+            wanted = _message_field(message, name, str(field_name))
+            kind = self.kind(value)
+            if wanted != DYN:
+                _require(kind, {wanted}, f"field '{field_name}' of {name}")
+        return name
+
+    def _message(self, kind: str) -> MessageType | None:
+        if self._environment.messages is None or kind in _BUILT_IN:
+            return None
+        return self._environment.messages(kind)
 
     def _member_dot_arg(self, tree: lark.Tree[Any]) -> str:
         target, name_token, *rest = tree.children
@@ -319,6 +356,14 @@ class _Checker:
         return MAP
 
 
+def _message_field(message: MessageType, type_name: str, name: str) -> str:
+    if message.fields is None:
+        return DYN
+    if name not in message.fields:
+        raise SelectorError(f"undefined field '{name}' of {type_name}")
+    return message.fields[name]
+
+
 def _family(kind: str) -> str:
     return MAP if kind in MAPS else kind
 
@@ -329,10 +374,16 @@ def _require(kind: str, allowed: Iterable[str], what: str) -> None:
 
 
 def _same_type(kinds: Sequence[str], what: str) -> str:
-    known = sorted({kind for kind in kinds if kind != DYN})
+    """The one type `kinds` unify to, DYN when one of them is DYN. null unifies with the types
+    cel-go keeps nullable (checker/types.go internalIsAssignableNull: timestamps, durations,
+    messages and opaque types such as kubernetes.Quantity), to that type."""
+    distinct = set(kinds)
+    if NULL in distinct and len(distinct) > 1 and not distinct & NOT_NULLABLE:
+        distinct.discard(NULL)
+    known = sorted(distinct - {DYN})
     if len(known) > 1:
         raise SelectorError(f"{what} must have one type, not {' and '.join(known)}")
-    if len(known) == 1 and len(known) == len(set(kinds)):
+    if len(known) == 1 and DYN not in distinct:
         return known[0]
     return DYN
 

@@ -21,7 +21,7 @@ from webhook.dra.cel.errors import SelectorError, describe, runtime_error
 from webhook.dra.cel.functions import TABLE
 from webhook.dra.cel.kinds import TYPE_NAMES
 from webhook.dra.cel.limits import MAX_STEPS, BeyondLimits
-from webhook.dra.cel.values import Domains, kind_of
+from webhook.dra.cel.values import Domains, Message, kind_of
 
 
 class Budget:
@@ -142,6 +142,18 @@ class Interpreter:
         except (ValueError, TypeError) as e:
             return runtime_error(f"invalid map literal: {e}")
 
+    def member_object(self, tree: lark.Tree[Any]) -> Result:
+        """`Name{field: value, ...}`, which the checker allows only where its environment
+        declares message types; a repeated field keeps its last value, as cel-go's does."""
+        target, *inits = tree.children
+        entries = inits[0].children if inits else []
+        values = [self.visit(value) for value in entries[1::2]]
+        failed = _first_error(values)
+        if failed is not None:
+            return failed
+        names = (celtypes.StringType(str(name)) for name in entries[::2])
+        return Message(cast(str, syntax.qualified_name(target)), dict(zip(names, values, strict=True)))
+
     def refused(self, tree: lark.Tree[Any]) -> Result:
         return runtime_error(f"unsupported syntax {tree.data!s}")  # the checker refuses these first
 
@@ -195,7 +207,7 @@ _NODES: Final[Mapping[str, Callable[[Interpreter, lark.Tree[Any]], Result]]] = {
     "literal": Interpreter.literal,
     "list_lit": Interpreter.list_lit,
     "map_lit": Interpreter.map_lit,
-    "member_object": Interpreter.refused,
+    "member_object": Interpreter.member_object,
     "dot_ident": Interpreter.refused,
     "dot_ident_arg": Interpreter.refused,
 }

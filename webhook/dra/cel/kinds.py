@@ -21,6 +21,9 @@ CAPACITY_DOMAIN = "map(string, kubernetes.Quantity)"
 MAPS: Final = frozenset({MAP, ATTRIBUTES, ATTRIBUTE_DOMAIN, CAPACITY, CAPACITY_DOMAIN})
 NUMBERS: Final = frozenset({INT, UINT, DOUBLE})
 ORDERED: Final = NUMBERS | {STRING, BYTES, BOOL, TIMESTAMP, DURATION}
+# The types null is not assignable to (cel-go checker/types.go internalIsAssignableNull): every
+# other type but dyn (timestamps, durations, messages, opaque types) is nullable.
+NOT_NULLABLE: Final = NUMBERS | MAPS | {BOOL, STRING, BYTES, LIST, TYPE}
 # The identifiers that name a type, usable as values (`type(x) == int`).
 TYPE_NAMES: Final = frozenset(
     (

@@ -129,6 +129,17 @@ def bare_name(tree: Any) -> str | None:
     return None
 
 
+def qualified_name(tree: Any) -> str | None:
+    """`a.b.c` as a dotted name, None for anything but plain names and field selections."""
+    parts: list[str] = []
+    node = descend(tree)
+    while isinstance(node, lark.Tree) and node.data == "member_dot":
+        parts.append(str(node.children[1]))
+        node = descend(node.children[0])
+    name = bare_name(node)
+    return None if name is None else ".".join([name, *reversed(parts)])
+
+
 def variable(tree: Any, where: str) -> str:
     name = bare_name(tree)
     if name is None:

@@ -215,6 +215,15 @@ def parse_quantity(text: str) -> Fraction:
     return magnitude if value >= 0 else -magnitude
 
 
+class Message(celtypes.MapType):
+    """A constructed message, `Name{field: value, ...}`: its fields as a map, and its type name."""
+
+    def __init__(self, type_name: str, fields: Mapping[Any, Any]) -> None:
+        super().__init__()
+        dict.update(self, fields)  # cel-python's constructor would check every entry again
+        self.type_name = type_name
+
+
 _KINDS: Final[Sequence[tuple[type, str]]] = (
     (celtypes.BoolType, BOOL),
     (celtypes.UintType, UINT),
@@ -233,6 +242,8 @@ _KINDS: Final[Sequence[tuple[type, str]]] = (
 
 
 def kind_of(value: object) -> str:
+    if isinstance(value, Message):
+        return value.type_name
     return next((name for cls, name in _KINDS if isinstance(value, cls)), type(value).__name__)
 
 

@@ -68,7 +68,7 @@ def tester(location: Path, tests: Sequence[tuple[Path, Condition]]) -> Tester:
     if lowest_forbidden is not None and highest_required is not None and highest_required > lowest_forbidden:
         required, forbidden = tests[highest_required][0], tests[lowest_forbidden][0]
         raise PathError(
-            f"subPath {render(required)!r} is marked MustExist under {render(forbidden)!r}, marked MustNotExist"
+            f"subPath {render(required)!r} is MustExist under {render(forbidden)!r}, which is MustNotExist"
         )
     return Tester(by_depth)
 

@@ -16,6 +16,9 @@ from typing import Any
 import orjson
 
 from webhook.errors import PolicyError, PolicyProblem
+from webhook.gkmutation.compile import Problems, compile_mutator, is_mutation
+from webhook.gkmutation.mutators import Mutator
+from webhook.gkmutation.system import MutatorSet
 from webhook.policy.engines import ConstraintSet, Engine
 from webhook.policy.engines.regopy import RegoEngine
 from webhook.policy.model import PolicySet
@@ -146,6 +149,7 @@ def compile_documents(
     """
     sharing: list[SharingPolicy] = []
     quotas: list[GPUQuota] = []
+    mutators: list[Mutator] = []
     problems: list[PolicyProblem] = []
     gatekeeper_documents: list[Document] = []
     ours: list[Document] = []
@@ -156,7 +160,7 @@ def compile_documents(
         if _is_gatekeeper(document):
             gatekeeper_documents.append(document)
             continue
-        compiler = COMPILERS.get(key)
+        compiler = _mutation_compiler if is_mutation(*key) else COMPILERS.get(key)
         if compiler is None:
             problems.append(document.problem(("kind",), _unknown_kind(document)))
             continue
@@ -169,11 +173,27 @@ def compile_documents(
             sharing.append(compiled)
         elif isinstance(compiled, GPUQuota):
             quotas.append(compiled)
+        elif isinstance(compiled, Mutator):
+            mutators.append(compiled)
     problems += _duplicate_names(ours)
     ordered = tuple(sorted(sharing, key=lambda p: (-p.priority, p.name)))
     constraints, rego, trouble = _compile_gatekeeper(gatekeeper_documents, engine)
-    policies = PolicySet(sharing=ordered, quotas=tuple(quotas), constraints=constraints, engine=rego)
+    policies = PolicySet(
+        sharing=ordered,
+        quotas=tuple(quotas),
+        constraints=constraints,
+        engine=rego,
+        mutators=MutatorSet(mutators) if mutators else None,
+    )
     return policies, sorted(problems + trouble, key=_reading_order)
+
+
+def _mutation_compiler(document: Document) -> tuple[Mutator | None, list[PolicyProblem]]:
+    """Assign, AssignMetadata, ModifySet and AssignImage (webhook.gkmutation.compile)."""
+    try:
+        return compile_mutator(document.data), []
+    except Problems as e:
+        return None, [document.problem(path, reason) for path, reason in e.problems]
 
 
 def _compile_gatekeeper(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from webhook.gkmutation.system import MutatorSet
 from webhook.policy.engines import ConstraintSet, Engine
 from webhook.quota.policy import GPUQuota
 from webhook.sharing_policy import SharingPolicy
@@ -19,6 +20,9 @@ class PolicySet:
     # Gatekeeper constraints, indexed by kind and namespace, and the engine that runs their templates.
     constraints: ConstraintSet | None = field(default=None, compare=False)
     engine: Engine | None = field(default=None, compare=False)
+    # Gatekeeper mutators (Assign, AssignMetadata, ModifySet, AssignImage) in Gatekeeper's order;
+    # None when the set has none, so /mutate runs nothing new.
+    mutators: MutatorSet | None = field(default=None, compare=False)
 
     @property
     def shared_names(self) -> tuple[str, ...]:

@@ -6,13 +6,13 @@ from typing import Any, cast
 
 import yaml
 
+from tests.support.reviews import make_review
 from webhook.decision import Decision
 from webhook.errors import PolicyError
 from webhook.policy.loader import load_sources
 from webhook.policy.model import PolicySet
 from webhook.review import ReviewDeps, review
 from webhook.types import AdmissionRequest
-from tests.support.reviews import make_review
 
 
 def policies(*documents: str) -> PolicySet:
@@ -45,7 +45,8 @@ spec:
 
 
 def pod(**spec: Any) -> dict[str, Any]:
-    return yaml.safe_load(
+    made: dict[str, Any] = yaml.safe_load(
         "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\n"
         "spec: {containers: [{name: main, image: nginx}]}"
-    ) | ({"spec": spec} if spec else {})
+    )
+    return made | ({"spec": spec} if spec else {})

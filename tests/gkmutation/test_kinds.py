@@ -3,17 +3,22 @@ modifyset and assignimage (their *_mutator.go and *_test.go)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import jsonpatch
 import pytest
 
 from tests.gkmutation.support import assign, mutated, pod, policies, problems
 from webhook.gkmutation.image import Image, parameter_problems
+from webhook.policy.model import PolicySet
 
 
-def _after(policy_set, obj):  # type: ignore[no-untyped-def]
+def _after(policy_set: PolicySet, obj: dict[str, Any]) -> dict[str, Any]:
     decision = mutated(policy_set, obj)
     assert decision.allowed, decision.message
-    return jsonpatch.apply_patch(obj, list(decision.patch))
+    result = jsonpatch.apply_patch(obj, list(decision.patch))
+    assert isinstance(result, dict)
+    return result
 
 
 LOAD_PROBLEMS = [
@@ -44,14 +49,14 @@ LOAD_PROBLEMS = [
         "must be one of All",
     ),
     (
-        "apiVersion: mutations.gatekeeper.sh/v1\nkind: Assign\nmetadata: {name: a}\nspec:\n  location: spec.x\n"
-        "  parameters: {assign: {value: 1}}",
+        "apiVersion: mutations.gatekeeper.sh/v1\nkind: Assign\nmetadata: {name: a}\nspec:\n"
+        "  location: spec.x\n  parameters: {assign: {value: 1}}",
         4,
         "applyTo is required",
     ),
     (
         "apiVersion: mutations.gatekeeper.sh/v1\nkind: AssignImage\nmetadata: {name: a}\nspec: {}",
-        2,
+        1,
         "served as",
     ),
     (
@@ -121,7 +126,7 @@ def test_modify_set(
     document = (
         "apiVersion: mutations.gatekeeper.sh/v1\nkind: ModifySet\nmetadata: {name: args}\nspec:\n"
         "  applyTo: [{groups: [''], versions: [v1], kinds: [Pod]}]\n"
-        "  location: spec.containers[name: main].args\n"
+        "  location: 'spec.containers[name: main].args'\n"
         f"  parameters: {{operation: {operation}, values: {{fromList: {values}}}}}"
     )
     obj = pod()
@@ -169,6 +174,6 @@ def test_assign_image_end_to_end() -> None:
     document = (
         "apiVersion: mutations.gatekeeper.sh/v1alpha1\nkind: AssignImage\nmetadata: {name: mirror}\nspec:\n"
         "  applyTo: [{groups: [''], versions: [v1], kinds: [Pod]}]\n"
-        "  location: spec.containers[name: *].image\n  parameters: {assignDomain: mirror.example.com}"
+        "  location: 'spec.containers[name: *].image'\n  parameters: {assignDomain: mirror.example.com}"
     )
     assert _after(policies(document), pod())["spec"]["containers"][0]["image"] == "mirror.example.com/nginx"

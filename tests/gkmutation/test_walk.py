@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from webhook.gkmutation import walk
 from webhook.gkmutation.mutators import AssignValue, Target
 from webhook.gkmutation.path import PathError, parse
-from webhook.gkmutation import walk
 from webhook.gkmutation.walk import NO_TESTS, Condition, MutationError, mutate, same_json
 
 TARGET = Target("", "v1", "Pod", "CREATE", "default", {})

@@ -27,6 +27,10 @@ from webhook.dra.index import DraIndex
 from webhook.dra.resolve import pod_claims, unseen_claims
 from webhook.dra.served import unserved
 from webhook.errors import AdmissionDenied, ClusterError
+from webhook.gkmutation import request as gkrequest
+from webhook.gkmutation.mutators import OPERATIONS
+from webhook.gkmutation.system import MutatorSet
+from webhook.gkmutation.walk import MutationError
 from webhook.kubeversion import Version
 from webhook.match import glob_matches
 from webhook.mutation import resources, void
@@ -122,11 +126,12 @@ def review(request: AdmissionRequest, endpoint: Endpoint, deps: ReviewDeps) -> D
 
 
 def mutate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
-    """MutatingAdmissionPolicies first, as kube-apiserver runs them before any webhook; then the
-    GPU mutators on their result; the patch goes from the request's object to the end result."""
+    """MutatingAdmissionPolicies first, as kube-apiserver runs them before any webhook; then
+    Gatekeeper's mutators and the GPU mutators on their result (`_webhooks`); the patch goes from
+    the request's object to the end result."""
     native = deps.policies.native
     if not native.mutating or skipped(request, deps.settings):
-        return _gpu_mutate(request, deps)
+        return _webhooks(request, deps)
     too_large = bounds.oversize(request.get("object"), request.get("oldObject"))
     if too_large is not None:  # before CEL, whose cost grows with the object
         return oversized(too_large)
@@ -134,8 +139,8 @@ def mutate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
     if outcome.denial is not None:
         return deny(outcome.denial, findings=tuple(outcome.findings))
     if outcome.object is None or outcome.object == request.get("object"):
-        return _gpu_mutate(request, deps)
-    decision = _gpu_mutate(cast(AdmissionRequest, {**request, "object": outcome.object}), deps)
+        return _webhooks(request, deps)
+    decision = _webhooks(cast(AdmissionRequest, {**request, "object": outcome.object}), deps)
     if not decision.allowed:
         return decision
     final = jsonpatch.apply_patch(outcome.object, list(decision.patch)) if decision.patch else outcome.object
@@ -176,6 +181,44 @@ def _native_validation(
     )
     outcome.findings = [f for f in outcome.findings if f.action in actions]
     return outcome
+
+
+def _webhooks(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
+    """What the two mutating webhooks of a cluster running both would do: Gatekeeper's, then ours."""
+    mutators = deps.policies.mutators
+    if mutators is None:
+        return _gpu_mutate(request, deps)
+    return _gatekeeper_then_gpu(request, deps, mutators)
+
+
+def _gatekeeper_then_gpu(request: AdmissionRequest, deps: ReviewDeps, mutators: MutatorSet) -> Decision:
+    """Gatekeeper's mutators first, then ours on the object they leave; one patch for both.
+
+    kube-apiserver calls mutating webhook configurations in name order (apiserver
+    pkg/admission/configuration/mutating_webhook_manager.go), so where both webhooks are
+    deployed Gatekeeper's (gatekeeper-mutating-webhook-configuration) runs before ours: the GPU
+    rules judge what the user's mutators made, and our device variable and stamp have the last
+    word. The two patches apply one after the other, as the two webhooks' would."""
+    obj = request.get("object")
+    gatekeeper_own = ((request.get("kind") or {}).get("group") or "") in gkrequest.GATEKEEPER_GROUPS
+    if (
+        request["operation"] not in OPERATIONS
+        or not isinstance(obj, dict)
+        or gatekeeper_own
+        or skipped(request, deps.settings)
+    ):
+        return _gpu_mutate(request, deps)
+    too_large = bounds.oversize(obj, request.get("oldObject"))
+    if too_large is not None:  # before the walk and the convergence copies, whose cost grows with it
+        return oversized(too_large)
+    try:
+        outcome = mutators.run(obj, gkrequest.target(request, obj, deps.namespace_labels))
+    except MutationError as e:
+        return gkrequest.refused(e)
+    if not outcome.changed:
+        return _gpu_mutate(request, deps)
+    decision = _gpu_mutate(cast(AdmissionRequest, {**request, "object": outcome.object}), deps)
+    return gkrequest.combined(obj, outcome, decision)
 
 
 def _gpu_mutate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:

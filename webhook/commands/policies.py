@@ -61,11 +61,18 @@ def contents(policies: PolicySet) -> str:
         f"{_count(len(policies.sharing), 'GPU sharing policy', 'GPU sharing policies')}, "
         f"{_count(len(policies.quotas), 'GPU quota', 'GPU quotas')}, "
         f"{_count(len(constraints), 'constraint', 'constraints')} "
-        f"of {_count(len(templates), 'template', 'templates')}"
+        f"of {_count(len(templates), 'template', 'templates')}" + _mutators(policies)
     )
     return held + (
         f", {_count(len(policies.skipped), 'document', 'documents')} skipped" if policies.skipped else ""
     )
+
+
+def _mutators(policies: PolicySet) -> str:
+    """Named once a set has Gatekeeper mutators (sets without them print as they always have)."""
+    if policies.mutators is None:
+        return ""
+    return f", {_count(len(policies.mutators), 'Gatekeeper mutator', 'Gatekeeper mutators')}"
 
 
 def _count(number: int, one: str, many: str) -> str:

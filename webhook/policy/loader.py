@@ -16,6 +16,9 @@ from typing import Any
 import orjson
 
 from webhook.errors import PolicyError, PolicyProblem
+from webhook.gkmutation.compile import Problems, compile_mutator, is_mutation
+from webhook.gkmutation.mutators import Mutator
+from webhook.gkmutation.system import MutatorSet
 from webhook.native import compile as native_kinds
 from webhook.native.model import Binding as NativeBinding
 from webhook.native.model import Policy as NativePolicy
@@ -152,6 +155,7 @@ def compile_documents(
     """
     sharing: list[SharingPolicy] = []
     quotas: list[GPUQuota] = []
+    mutators: list[Mutator] = []
     problems: list[PolicyProblem] = []
     foreign: list[PolicyProblem] = []
     gatekeeper_documents: list[Document] = []
@@ -164,7 +168,7 @@ def compile_documents(
         if _is_gatekeeper(document):
             gatekeeper_documents.append(document)
             continue
-        compiler = COMPILERS.get(key)
+        compiler = _mutation_compiler if is_mutation(*key) else COMPILERS.get(key)
         if compiler is None and _foreign(document):
             foreign.append(skipped(document, _known_kinds()))
             continue
@@ -182,6 +186,8 @@ def compile_documents(
             quotas.append(compiled)
         elif isinstance(compiled, (NativePolicy, NativeBinding)):
             native.append((document, compiled))
+        elif isinstance(compiled, Mutator):
+            mutators.append(compiled)
     problems += _duplicate_names(ours)
     ordered = tuple(sorted(sharing, key=lambda p: (-p.priority, p.name)))
     constraints, rego, trouble = _compile_gatekeeper(gatekeeper_documents, engine)
@@ -192,10 +198,19 @@ def compile_documents(
         constraints=constraints,
         engine=rego,
         native=bound,
+        mutators=MutatorSet(mutators) if mutators else None,
         skipped=tuple(sorted(foreign, key=_reading_order)),
     )
     trouble = trouble + trouble_native
     return policies, sorted(problems + trouble, key=_reading_order)
+
+
+def _mutation_compiler(document: Document) -> tuple[Mutator | None, list[PolicyProblem]]:
+    """Assign, AssignMetadata, ModifySet and AssignImage (webhook.gkmutation.compile)."""
+    try:
+        return compile_mutator(document.data), []
+    except Problems as e:
+        return None, [document.problem(path, reason) for path, reason in e.problems]
 
 
 def _compile_gatekeeper(

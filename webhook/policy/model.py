@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from webhook.errors import PolicyProblem
+from webhook.gkmutation.system import MutatorSet
 from webhook.native.model import NONE, NativePolicies
 from webhook.policy.engines import ConstraintSet, Engine
 from webhook.quota.policy import GPUQuota
@@ -25,6 +26,9 @@ class PolicySet:
     skipped: tuple[PolicyProblem, ...] = ()
     # ValidatingAdmissionPolicies and MutatingAdmissionPolicies with their bindings.
     native: NativePolicies = field(default=NONE, compare=False)
+    # Gatekeeper mutators (Assign, AssignMetadata, ModifySet, AssignImage) in Gatekeeper's order;
+    # None when the set has none, so /mutate runs nothing new.
+    mutators: MutatorSet | None = field(default=None, compare=False)
 
     @property
     def shared_names(self) -> tuple[str, ...]:

@@ -82,7 +82,7 @@ def test_openreports_go_to_their_own_group(loaded: FakeKube, tmp_path: Path) -> 
 
 
 def test_a_report_someone_else_owns_is_left_alone(loaded: FakeKube, tmp_path: Path) -> None:
-    theirs = {
+    theirs: dict[str, Any] = {
         "apiVersion": "wgpolicyk8s.io/v1alpha2",
         "kind": "PolicyReport",
         "metadata": {

@@ -16,9 +16,10 @@ from webhook.admission_cel import CelEvaluationError
 from webhook.admission_cel.patch_types import apply_configuration, json_patch
 from webhook.decision import Finding
 from webhook.native.apply import ApplyError, merge
+from webhook.native.bindings import in_force
 from webhook.native.evaluate import EvaluationError, Scope, conditions_met
 from webhook.native.model import Binding, Bound, Mutation, NativePolicies, Policy
-from webhook.native.params import ParamError, ParamSource, collect
+from webhook.native.params import ParamError, ParamSource
 from webhook.native.rules import matches
 from webhook.types import AdmissionRequest, KubeObject
 
@@ -71,13 +72,9 @@ def _policy(
     outcome: MutationOutcome,
 ) -> None:
     policy = bound.policy
-    for binding in bound.bindings:
-        if binding.match is not None and not matches(binding.match, request, labels):
-            continue
-        try:
-            selected = collect(policy, binding, request.get("namespace") or "", params)
-        except ParamError as e:
-            _failed(policy, binding, f"failed to configure binding: {e}", outcome)
+    for binding, selected in in_force(bound, request, labels, params):
+        if isinstance(selected, ParamError):
+            _failed(policy, binding, f"failed to configure binding: {selected}", outcome)
             continue
         for param in selected:
             scope = Scope(policy, request, outcome.object, param, labels)

@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 import orjson
 
 from webhook.decision import Finding
+from webhook.native.bindings import in_force
 from webhook.native.evaluate import EvaluationError, Scope, conditions_met
 from webhook.native.model import Binding, Bound, NativePolicies, Policy, Validation
-from webhook.native.params import ParamError, ParamSource, collect
+from webhook.native.params import ParamError, ParamSource
 from webhook.native.rules import matches
 from webhook.types import AdmissionRequest, EnforcementAction
 
@@ -57,13 +58,9 @@ def _policy(
 ) -> None:
     policy = bound.policy
     published: dict[str, list[str]] = {}
-    for binding in bound.bindings:
-        if binding.match is not None and not matches(binding.match, request, labels):
-            continue
-        try:
-            selected = collect(policy, binding, request.get("namespace") or "", params)
-        except ParamError as e:
-            _failed(policy, binding, f"failed to configure binding: {e}", outcome)
+    for binding, selected in in_force(bound, request, labels, params):
+        if isinstance(selected, ParamError):
+            _failed(policy, binding, f"failed to configure binding: {selected}", outcome)
             continue
         for param in selected:
             scope = Scope(policy, request, request.get("object"), param, labels)

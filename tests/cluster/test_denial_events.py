@@ -5,9 +5,6 @@ and aggregated, written through webhook.cluster to the fake API server."""
 from __future__ import annotations
 
 import datetime as dt
-import os
-import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -15,8 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.cluster.test_serve_cluster import isolated_env, serve
-from tests.conftest import BUNDLED_POLICIES
+from tests.cluster.test_serve_cluster import serve
 from tests.support.fakekube import FakeKube
 from tests.support.pods import gpu_pod
 from tests.support.reviews import make_review
@@ -188,17 +184,3 @@ def test_a_served_denial_becomes_an_event(cert_dir: Path, tmp_path: Path) -> Non
             server.stop()
     finally:
         fake.stop()
-
-
-def test_events_without_a_cluster_are_a_clear_startup_error(cert_dir: Path, tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "webhook", "serve", "--cert-dir", str(cert_dir), "--port", "0"]
-    result = subprocess.run(
-        [*command, "--policies", str(BUNDLED_POLICIES), "--emit-denial-events", "true"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **isolated_env(tmp_path)},
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode != 0
-    assert "--emit-denial-events needs a cluster" in result.stdout + result.stderr

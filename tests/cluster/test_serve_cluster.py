@@ -98,10 +98,19 @@ def test_not_ready_until_the_first_sync(cert_dir: Path, tmp_path: Path) -> None:
         fake.stop()
 
 
-def test_strict_mode_without_a_cluster_is_a_clear_startup_error(cert_dir: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("flag", "value", "reason"),
+    [
+        ("--quota-consistency", "strict", "strict needs cluster access"),
+        ("--emit-denial-events", "true", "--emit-denial-events needs a cluster"),
+    ],
+)
+def test_cluster_only_settings_without_a_cluster_are_clear_startup_errors(
+    cert_dir: Path, tmp_path: Path, flag: str, value: str, reason: str
+) -> None:
     command = [sys.executable, "-m", "webhook", "serve", "--cert-dir", str(cert_dir), "--port", "0"]
     result = subprocess.run(
-        [*command, "--policies", str(BUNDLED_POLICIES), "--quota-consistency", "strict"],
+        [*command, "--policies", str(BUNDLED_POLICIES), flag, value],
         capture_output=True,
         text=True,
         env={**os.environ, **isolated_env(tmp_path)},
@@ -109,4 +118,4 @@ def test_strict_mode_without_a_cluster_is_a_clear_startup_error(cert_dir: Path, 
         check=False,
     )
     assert result.returncode != 0
-    assert "strict needs cluster access" in result.stdout + result.stderr
+    assert reason in result.stdout + result.stderr

@@ -11,6 +11,7 @@ import contextlib
 import functools
 import logging
 import time
+import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -92,7 +93,7 @@ def admission_handler(service: Service, endpoint: Endpoint, lane: HeavyLane | No
 
     async def handle(request: Request) -> Response:
         started = time.perf_counter()
-        deadline = started + budget_seconds(request.query_params.get("timeout"))
+        deadline = started + budget_seconds(_query_value(request.scope.get("query_string", b""), "timeout"))
         log.debug("request received", extra={"endpoint": endpoint})
         try:
             admission, size = await _read_review(request, service)
@@ -222,6 +223,15 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def _query_value(query: bytes, name: str) -> str | None:
+    """One query parameter, the last if repeated, as starlette's QueryParams reads it; most
+    requests carry only `timeout`, and building QueryParams for it costs more than the lookup."""
+    if not query:
+        return None
+    found = [value for key, value in urllib.parse.parse_qsl(query.decode("latin-1"), True) if key == name]
+    return found[-1] if found else None
+
+
 def _check_content_type(request: Request) -> None:
     media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if media_type != JSON:
@@ -265,10 +275,7 @@ def _account(
     service.metrics.observe(endpoint, outcome, elapsed, _deciding_policy(decision, outcome))
     if outcome == "denied" and service.on_denial is not None:
         service.on_denial(admission, endpoint, decision)
-    # Plain allows are most requests, and each is already in the metrics and the audit log:
-    # at info level their lines cost about 5% of /mutate's throughput (bench/), so they are
-    # debug; denials and warnings stay info, as Gatekeeper logs only denials.
-    level = logging.DEBUG if outcome == "allowed" else logging.INFO
+    level = logging.INFO if _noteworthy(decision, outcome) else logging.DEBUG
     if not log.isEnabledFor(level):
         return
     log.log(
@@ -287,6 +294,16 @@ def _account(
             "ms": round(elapsed * 1000, 3),
         },
     )
+
+
+def _noteworthy(decision: Decision, outcome: str) -> bool:
+    """Denials, answers without a review, and a policy's warn findings are logged at info. Plain
+    allows, and warnings the webhook writes itself (a MIG size rounded up, a DRA estimate), are
+    most requests and already in the metrics and the audit log: at info level their lines cost
+    about 5% of /mutate's throughput (bench/), so they are debug, as Gatekeeper logs only denials."""
+    if outcome in ("denied", "unreviewed"):
+        return True
+    return outcome == "warned" and any(f.action == "warn" for f in decision.findings)
 
 
 def _outcome(decision: Decision) -> str:

@@ -3,6 +3,7 @@ after it. We answer before that, so the operator's failurePolicy is never decide
 
 from __future__ import annotations
 
+import functools
 import re
 
 APISERVER_DEFAULT_SECONDS = 10.0  # what kube-apiserver uses when the configuration sets no timeout
@@ -11,6 +12,7 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)")
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 
 
+@functools.lru_cache(maxsize=64)  # kube-apiserver sends the same few values on every call
 def parse_duration(text: str) -> float | None:
     """A Go duration such as "10s", "1m30s" or "500ms", in seconds; None if it is not one."""
     if not text or len(text) > 32:

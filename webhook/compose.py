@@ -166,8 +166,7 @@ def _with_denial_events(service: Service, settings: Settings) -> Service:
 def _is_heavy(request: AdmissionRequest, body_bytes: int) -> bool:
     """An object past a bound is not heavy: review() refuses it at once, wherever it runs, and a
     full heavy lane must not turn that refusal into the failure mode's answer."""
-    obj, old = request.get("object"), request.get("oldObject")
-    return bounds.is_heavy(obj, old, body_bytes) and bounds.oversize(obj, old) is None
+    return bounds.heavy_within_bounds(request.get("object"), request.get("oldObject"), body_bytes)
 
 
 def _with_background(service: Service, task: PeriodicScan | KeeperLoop) -> Service:

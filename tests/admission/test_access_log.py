@@ -1,4 +1,5 @@
-"""Which admissions the server log shows at info level: everything but plain allows."""
+"""Which admissions the server log shows at info level: denials, unreviewed answers and policy
+warnings; plain allows and the webhook's own routine warnings are debug."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from webhook.app import _account
-from webhook.decision import ALLOW, Decision, deny
+from webhook.decision import ALLOW, Decision, Finding, deny, failure_decision
 from webhook.metrics import Metrics
 from webhook.service import Readiness, Service
 from webhook.types import AdmissionRequest
@@ -23,8 +24,20 @@ REQUEST: AdmissionRequest = {  # type: ignore[typeddict-item]
 }
 CASES: list[tuple[str, Decision, int]] = [
     ("allowed", ALLOW, logging.DEBUG),
-    ("warned", Decision(allowed=True, warnings=("GpuMaxPerPod: too many",)), logging.INFO),
+    (
+        "policy-warned",
+        Decision(
+            allowed=True,
+            warnings=("GpuMaxPerPod: too many",),
+            findings=(Finding("GpuMaxPerPod", "warn", "too many"),),
+        ),
+        logging.INFO,
+    ),
+    # The MIG rounding warning comes with every MIG pod: routine, and in the audit log anyway.
+    ("own-warning", Decision(allowed=True, warnings=("MIG profile 1g.10gb rounds up",)), logging.DEBUG),
+    ("dryrun-finding", Decision(allowed=True, findings=(Finding("P", "dryrun", "x"),)), logging.DEBUG),
     ("denied", deny("no"), logging.INFO),
+    ("unreviewed", failure_decision("open", "validate", "is overloaded", code=429, unreviewed="overload"), logging.INFO),
 ]
 
 
@@ -41,7 +54,7 @@ def http_log(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixt
 
 
 @pytest.mark.parametrize(("decision", "level"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_plain_allows_are_debug_and_the_rest_info(
+def test_routine_answers_are_debug_and_the_rest_info(
     http_log: pytest.LogCaptureFixture, decision: Decision, level: int
 ) -> None:
     service = Service(

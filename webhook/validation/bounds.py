@@ -113,28 +113,42 @@ def oversize(obj: KubeObject | None, old: KubeObject | None = None) -> Oversize 
     impossible to remove. Only a stored object can be that large, so no one can send it at will;
     its review runs on the heavy lane like any other large one.
     """
-    problem = _problem(obj)
-    if problem is None or (old is not None and _problem(old) is not None):
+    return _oversize(measure(obj), old)
+
+
+def _oversize(measured: Measure, old: KubeObject | None) -> Oversize | None:
+    if measured.problem is None or (old is not None and measure(old).problem is not None):
         return None
-    return Oversize(f"{problem}; {HINT}")
+    return Oversize(f"{measured.problem}; {HINT}")
 
 
-def _problem(obj: KubeObject | None) -> str | None:
+@dataclass(frozen=True)
+class Measure:
+    """One pass over an object: the first bound it exceeds, and the entries rules would walk."""
+
+    problem: str | None
+    entries: int
+
+
+def measure(obj: KubeObject | None) -> Measure:
     if not isinstance(obj, dict):
-        return None
-    # The named lists first: they cost a look at each container, and name what is too long.
+        return Measure(None, 0)
     target = pod_target(obj)
     metadata = obj.get("metadata")
     found = _metadata_problem(metadata) if isinstance(metadata, dict) else None
     if found is None and target is not None and target.pod is not obj:
         found = _metadata_problem(target.metadata)
-    if found is None and target is not None:
-        found = _pod_problem(target)
+    entries = 0
+    if target is not None:
+        containers = list(_containers(target.spec))
+        tally = _tally(containers)
+        entries = _entries(target, containers, tally)
+        found = found or _pod_problem(target, containers, tally)
     if found is not None:
-        return f"{_describe(obj)}: {found}"
+        return Measure(f"{_describe(obj)}: {found}", entries)
     if count_values(obj, MAX_VALUES) > MAX_VALUES:
-        return f"{_describe(obj)} holds more than {MAX_VALUES} JSON values"
-    return None
+        return Measure(f"{_describe(obj)} holds more than {MAX_VALUES} JSON values", entries)
+    return Measure(None, entries)
 
 
 def count_values(obj: Any, limit: int) -> int:
@@ -166,16 +180,14 @@ def _metadata_problem(metadata: dict[str, Any]) -> str | None:
     return None
 
 
-def _pod_problem(target: PodTarget) -> str | None:
+def _pod_problem(target: PodTarget, containers: list[dict[str, Any]], tally: _Tally) -> str | None:
     spec = target.spec
-    containers = list(_containers(spec))
     if len(containers) > MAX_CONTAINERS:
         return f"{len(containers)} containers, more than {MAX_CONTAINERS}"
     for key, what, limit in POD_BOUNDS:
         value = spec.get(key)
         if value and _length(value) > limit:
             return f"{_length(value)} {what}, more than {limit}"
-    tally = _tally(containers)
     for (_, what, limit), count in zip(CONTAINER_BOUNDS, tally.lists, strict=True):
         if count > limit:
             return f"{count} {what} over its containers, more than {limit}"
@@ -294,16 +306,24 @@ def is_heavy(obj: KubeObject | None, old: KubeObject | None, body_bytes: int) ->
     return body_bytes > HEAVY_BYTES or walked_entries(obj) + walked_entries(old) > HEAVY_ENTRIES
 
 
+def heavy_within_bounds(obj: KubeObject | None, old: KubeObject | None, body_bytes: int) -> bool:
+    """is_heavy(), and within every bound: what the heavy lane takes (an object past a bound is
+    refused at once wherever it runs). One pass over each object for both."""
+    measured = measure(obj)
+    entries = measured.entries + walked_entries(old)
+    heavy = body_bytes > HEAVY_BYTES or entries > HEAVY_ENTRIES
+    return heavy and _oversize(measured, old) is None
+
+
 def walked_entries(obj: KubeObject | None) -> int:
     """Entries of the lists this module bounds: what rules walk one by one and may refuse (of env,
     only the device variables: other entries are cleared without building a set)."""
-    target = pod_target(obj) if isinstance(obj, dict) else None
-    if target is None:
-        return 0
+    return measure(obj).entries
+
+
+def _entries(target: PodTarget, containers: list[dict[str, Any]], tally: _Tally) -> int:
     spec, metadata = target.spec, target.metadata
-    containers = list(_containers(spec))
     entries = len(containers) + sum(_length(spec.get(key)) for key, _, _ in POD_BOUNDS)
     entries += sum(_length(metadata.get(key)) for key, _, _ in METADATA_BOUNDS)
-    tally = _tally(containers)
     plain_env = tally.lists[_ENV]
     return entries + sum(tally.lists) - plain_env + tally.device_variables + tally.capabilities

@@ -47,6 +47,8 @@ STATUS_BY_ERROR: dict[type[RequestError], int] = {
     UnsupportedMediaType: 415,
 }
 JSON = "application/json"
+# Bodies up to this size are decoded on the loop (tens of microseconds); above it, on a thread.
+PARSE_ON_LOOP_BYTES = 128 * 1024
 Handler = Callable[[Request], Awaitable[Response]]
 
 
@@ -137,7 +139,15 @@ async def _read_review(request: Request, service: Service) -> tuple[AdmissionReq
             body = await read_body(request, service.max_body_bytes)
     except TimeoutError:
         raise RequestTimeout(f"body not received within {service.body_timeout_seconds:g}s") from None
-    return parse_review(body), len(body)
+    return await parse_off_loop(body), len(body)
+
+
+async def parse_off_loop(body: bytes) -> AdmissionRequest:
+    """A large body is decoded on a thread: its decoding and checks take milliseconds, which the
+    event loop owes every other connection."""
+    if len(body) <= PARSE_ON_LOOP_BYTES:
+        return parse_review(body)
+    return await asyncio.to_thread(parse_review, body)
 
 
 async def _evaluate(

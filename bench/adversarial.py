@@ -23,17 +23,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
 import http.client
-import os
-import platform
 import ssl
 import statistics
 import sys
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +38,10 @@ sys.path.insert(0, str(ROOT))
 
 import orjson  # noqa: E402
 
+from bench.common import admission_review, save_results  # noqa: E402
 from bench.run import Server, _await_ready  # noqa: E402
 from bench.scenarios import review, training_pod  # noqa: E402
+from tests.support.heavy import DEV, deployment, heavy_container  # noqa: E402
 from webhook import certs  # noqa: E402
 
 TIMEOUT = "5s"
@@ -51,34 +49,9 @@ HEAVY_CLIENTS = 3
 FAILURE_MODE = ("ran out of time", "is overloaded", "is busy with large reviews")
 
 
-def _deployment(
-    name: str, containers: list[dict[str, Any]], volumes: list[Any] | None = None
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": containers, **({"volumes": volumes} if volumes else {})}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": "team"},
-        "spec": {
-            "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
-        },
-    }
-
-
-def _heavy_container(index: int) -> dict[str, Any]:
-    return {
-        "name": f"c{index}",
-        "image": f"registry{index}.example/tool",
-        "securityContext": {"privileged": True, "capabilities": {"add": ["SYS_ADMIN", "CAP_BPF"]}},
-        "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}, {"name": "NVIDIA_GDS", "value": "1"}],
-        "volumeMounts": [{"name": "dev", "mountPath": f"/var/run/nvidia-container-devices/{index}"}],
-    }
-
-
-ORDINARY = _deployment("web", [{"name": "web", "image": "nginx:1.27", "ports": [{"containerPort": 80}]}])
+ORDINARY = deployment("web", [{"name": "web", "image": "nginx:1.27", "ports": [{"containerPort": 80}]}])
 HEAVY = {
-    "redteam": _deployment(
+    "redteam": deployment(
         "caps",
         [
             {
@@ -88,27 +61,8 @@ HEAVY = {
             }
         ],
     ),
-    "bounded": _deployment(
-        "wide", [_heavy_container(i) for i in range(60)], [{"name": "dev", "hostPath": {"path": "/dev"}}]
-    ),
+    "bounded": deployment("wide", [heavy_container(i) for i in range(60)], DEV),
 }
-
-
-def review_body(obj: dict[str, Any]) -> bytes:
-    gvk = {"group": "apps", "version": "v1", "kind": "Deployment"}
-    request = {
-        "uid": str(uuid.uuid4()),
-        "kind": gvk,
-        "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
-        "requestKind": gvk,
-        "namespace": "team",
-        "name": obj["metadata"]["name"],
-        "operation": "CREATE",
-        "userInfo": {"username": "alice@example.com", "groups": ["system:authenticated"]},
-        "object": obj,
-        "dryRun": False,
-    }
-    return orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
 
 
 PATH = f"/validate?timeout={TIMEOUT}"
@@ -206,11 +160,11 @@ def run_round(workdir: Path, seconds: float, connections: int) -> dict[str, Any]
     server = Server(command, workdir / "adversarial.log")
     _await_ready(server)
     try:
-        body = review_body(ORDINARY)
+        body = admission_review(ORDINARY)
         _phase(server.port, PATH, body, 1.0, connections, None)  # warm-up
         phases = {"quiet": _phase(server.port, PATH, body, seconds, connections, None)}
         for name, obj in HEAVY.items():
-            phases[name] = _phase(server.port, PATH, body, seconds, connections, review_body(obj))
+            phases[name] = _phase(server.port, PATH, body, seconds, connections, admission_review(obj))
     finally:
         server.stop()
     for phase in phases.values():
@@ -248,26 +202,13 @@ def main() -> int:
 
 
 def _save(args: argparse.Namespace, rounds: list[dict[str, Any]]) -> None:
-    args.out.mkdir(parents=True, exist_ok=True)
-    now = dt.datetime.now(dt.UTC)
-    document = {
-        "date": now.isoformat(timespec="seconds"),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-        },
-        "settings": {
-            "seconds": args.seconds,
-            "connections": args.connections,
-            "heavy_clients": HEAVY_CLIENTS,
-            "timeout": TIMEOUT,
-        },
-        "rounds": rounds,
+    settings = {
+        "seconds": args.seconds,
+        "connections": args.connections,
+        "heavy_clients": HEAVY_CLIENTS,
+        "timeout": TIMEOUT,
     }
-    path = args.out / f"{args.label}-{now:%Y-%m-%dT%H%M%S}.json"
-    path.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
-    print(f"\nwrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+    save_results(args.out, f"{args.label}-", settings, rounds=rounds)
 
 
 if __name__ == "__main__":

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
-import os
-import platform
 import re
 import socket
 import subprocess
@@ -24,9 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import orjson  # noqa: E402
 
 from bench import loadgen  # noqa: E402
+from bench.common import save_results  # noqa: E402
 from bench.scenarios import Scenario, all_scenarios, review, training_pod  # noqa: E402
 from webhook import certs  # noqa: E402
 
@@ -269,22 +266,8 @@ def main() -> int:
 
 
 def _save(out: Path, ceiling: loadgen.Load, results: list[Result], args: argparse.Namespace) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    now = dt.datetime.now(dt.UTC)
-    document = {
-        "date": now.isoformat(timespec="seconds"),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-        },
-        "settings": {"seconds": args.seconds, "connections": args.connections, "wrk_threads": 1},
-        "ceiling": asdict(ceiling),
-        "scenarios": [asdict(r) for r in results],
-    }
-    path = out / f"{now:%Y-%m-%dT%H%M%S}.json"
-    path.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
-    print(f"\nwrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+    settings = {"seconds": args.seconds, "connections": args.connections, "wrk_threads": 1}
+    save_results(out, "", settings, ceiling=asdict(ceiling), scenarios=[asdict(r) for r in results])
 
 
 if __name__ == "__main__":

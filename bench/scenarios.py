@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import copy
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
 import yaml
 
+from bench.common import admission_review
 from bench.setups import cluster_scale, full_policies, scaled_constraints
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,19 +52,7 @@ def mutated(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def review(obj: dict[str, Any]) -> bytes:
-    gvk = {"group": "", "version": "v1", "kind": obj["kind"]}
-    request = {
-        "uid": str(uuid.uuid4()),
-        "kind": gvk,
-        "resource": {"group": "", "version": "v1", "resource": "pods"},
-        "namespace": obj["metadata"]["namespace"],
-        "name": obj["metadata"]["name"],
-        "operation": "CREATE",
-        "userInfo": {"username": "alice@example.com", "groups": ["system:authenticated"]},
-        "object": obj,
-        "dryRun": False,
-    }
-    return orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
+    return admission_review(obj)
 
 
 def all_scenarios() -> list[Scenario]:

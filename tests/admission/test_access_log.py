@@ -37,7 +37,11 @@ CASES: list[tuple[str, Decision, int]] = [
     ("own-warning", Decision(allowed=True, warnings=("MIG profile 1g.10gb rounds up",)), logging.DEBUG),
     ("dryrun-finding", Decision(allowed=True, findings=(Finding("P", "dryrun", "x"),)), logging.DEBUG),
     ("denied", deny("no"), logging.INFO),
-    ("unreviewed", failure_decision("open", "validate", "is overloaded", code=429, unreviewed="overload"), logging.INFO),
+    (
+        "unreviewed",
+        failure_decision("open", "validate", "is overloaded", code=429, unreviewed="overload"),
+        logging.INFO,
+    ),
 ]
 
 

@@ -22,6 +22,7 @@ import orjson
 import pytest
 
 from tests.support.apiserver import check_reply
+from tests.support.heavy import HEAVY_DEPLOYMENT, deployment
 from tests.support.policies import BUNDLED_POLICIES
 from tests.support.reviews import make_review
 from tests.support.server import ServerProcess, start_server
@@ -36,32 +37,7 @@ HEAVY = 3
 ORDINARY = 8
 
 
-def _deployment(name: str, containers: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": "team"},
-        "spec": {
-            "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": containers}},
-        },
-    }
-
-
-def _heavy_container(index: int) -> dict[str, Any]:
-    """Refused by several rules at once: each refusal is one more element of a Rego set."""
-    return {
-        "name": f"c{index}",
-        "image": f"registry{index}.example/tool",
-        "securityContext": {"privileged": True, "capabilities": {"add": ["SYS_ADMIN", "CAP_BPF"]}},
-        "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}, {"name": "NVIDIA_GDS", "value": "1"}],
-        "volumeMounts": [{"name": "dev", "mountPath": f"/var/run/nvidia-container-devices/{index}"}],
-    }
-
-
-HEAVY_DEPLOYMENT = _deployment("heavy", [_heavy_container(i) for i in range(60)])
-HEAVY_DEPLOYMENT["spec"]["template"]["spec"]["volumes"] = [{"name": "dev", "hostPath": {"path": "/dev"}}]
-ORDINARY_DEPLOYMENT = _deployment("web", [{"name": "web", "image": "nginx:1.27"}])
+ORDINARY_DEPLOYMENT = deployment("web", [{"name": "web", "image": "nginx:1.27"}])
 
 
 @pytest.fixture

@@ -14,7 +14,11 @@ from webhook.types import AdmissionRequest
 
 
 def _body(padding: int) -> bytes:
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "annotations": {"pad": "x" * padding}}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "annotations": {"pad": "x" * padding}},
+    }
     request = {
         "uid": "u",
         "kind": {"group": "", "version": "v1", "kind": "Pod"},

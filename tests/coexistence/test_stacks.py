@@ -17,11 +17,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.dispatch import Dispatcher, Request, installed
-from tests.support.policies import bundled_policies
+from tests.support.dispatch import Dispatcher, Request, installed_with_bundle
+from tests.support.pods import in_namespace
 from webhook.config import EXEMPT_NAMESPACES, GPU_STACK_NAMESPACES
 from webhook.manifests import RenderOptions, render, server_args
-from webhook.review import ReviewDeps
 
 DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).resolve().parents[2]
@@ -55,14 +54,8 @@ RESERVATION_POD = "system:serviceaccount:kai-resource-reservation:kai-resource-r
 
 @pytest.fixture(scope="module")
 def dispatcher() -> Iterator[Dispatcher]:
-    with installed(ReviewDeps(policies=bundled_policies())) as dispatcher:
+    with installed_with_bundle() as dispatcher:
         yield dispatcher
-
-
-def _in(namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
-    moved = copy.deepcopy(obj)
-    moved["metadata"]["namespace"] = namespace
-    return moved
 
 
 def _creations(obj: dict[str, Any]) -> list[Request]:
@@ -89,7 +82,7 @@ def test_a_stacks_objects_are_never_sent_from_its_namespace(dispatcher: Dispatch
 
 @pytest.mark.parametrize("obj", STACKS)
 def test_the_same_objects_in_an_ordinary_namespace_are_denied(dispatcher: Dispatcher, obj: Any) -> None:
-    for request in _creations(_in(ORDINARY, obj)):
+    for request in _creations(in_namespace(ORDINARY, obj)):
         outcome = dispatcher.admit(request)
         assert not outcome.allowed, f"{request.resource} admitted outside {obj['metadata']['namespace']}"
 
@@ -175,7 +168,7 @@ def test_kais_reservation_pod_is_admitted_in_its_namespace_only(dispatcher: Disp
     del before["metadata"]["annotations"]["run.ai/reserve_for_gpu_index"]
     written = dispatcher.admit(Request("UPDATE", KAI_RESERVATION, before, username=RESERVATION_POD))
     assert written.allowed and written.called == [], written.message
-    elsewhere = dispatcher.admit(Request("CREATE", _in(ORDINARY, KAI_RESERVATION), username=BINDER))
+    elsewhere = dispatcher.admit(Request("CREATE", in_namespace(ORDINARY, KAI_RESERVATION), username=BINDER))
     assert not elsewhere.allowed and "bypasses the scheduler" in elsewhere.message, elsewhere.message
 
 
@@ -221,7 +214,7 @@ SCHEDULER_WRITES = [
 def test_a_scheduler_writes_its_keys_and_a_tenant_cannot(
     dispatcher: Dispatcher, key: str, scheduler: str
 ) -> None:
-    before = _in(ORDINARY, copy.deepcopy(KAI_FRACTION))
+    before = in_namespace(ORDINARY, copy.deepcopy(KAI_FRACTION))
     before["metadata"]["annotations"] = {}
     gpu = {"name": "main", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
     before["spec"] = {"containers": [gpu]}

@@ -5,17 +5,15 @@ and NVIDIA GPUs handed out under other names keep their plugin's NVIDIA_VISIBLE_
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.support.dispatch import Dispatcher, Request, installed
-from tests.support.policies import bundled_policies
+from tests.support.dispatch import Dispatcher, Request, installed_with_bundle
+from tests.support.pods import in_namespace
 from tests.support.schema import assert_valid
 from webhook.accounting import names
-from webhook.review import ReviewDeps
 
 NAMESPACES = ["plain", "example-timeslice", "example-mps", "example-mig", "example-hami", "example-kai"]
 
@@ -98,14 +96,8 @@ CORPUS: dict[str, dict[str, Any]] = {
 
 @pytest.fixture(scope="module")
 def dispatcher() -> Iterator[Dispatcher]:
-    with installed(ReviewDeps(policies=bundled_policies())) as dispatcher:
+    with installed_with_bundle() as dispatcher:
         yield dispatcher
-
-
-def _in(namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
-    placed = copy.deepcopy(obj)
-    placed["metadata"]["namespace"] = namespace
-    return placed
 
 
 def _accelerators(container: dict[str, Any]) -> set[str]:
@@ -122,7 +114,7 @@ def _variable(container: dict[str, Any]) -> str | None:
 @pytest.mark.parametrize("namespace", NAMESPACES)
 @pytest.mark.parametrize("case", sorted(CORPUS))
 def test_every_vendors_pod_keeps_its_accelerators(dispatcher: Dispatcher, case: str, namespace: str) -> None:
-    sent = _in(namespace, CORPUS[case])
+    sent = in_namespace(namespace, CORPUS[case])
     outcome = dispatcher.admit(Request("CREATE", sent))
     # Where no sharing policy applies, every vendor's pod is admitted. Under one, a share the policy
     # does not make may be refused (gpu-builtin/sharing-enforced): a denial loses nothing silently.

@@ -271,6 +271,16 @@ def installed_configurations() -> list[dict[str, Any]]:
 
 
 @contextlib.contextmanager
+def installed_with_bundle() -> Iterator[Dispatcher]:
+    """installed(), reviewing with the repository's bundled policies and nothing else."""
+    from tests.support.policies import bundled_policies
+    from webhook.review import ReviewDeps
+
+    with installed(ReviewDeps(policies=bundled_policies())) as dispatcher:
+        yield dispatcher
+
+
+@contextlib.contextmanager
 def installed(deps: Any) -> Iterator[Dispatcher]:
     """The installed configurations, dispatched by their own CEL, answered by review() with `deps`."""
     cel = CelProcess()

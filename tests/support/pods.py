@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -74,3 +75,10 @@ def quota(name: str, limits: Mapping[str, Any], **spec: Any) -> GPUQuota:
         return parse_quota(quota_doc(name, limits, **spec), "test.yaml", lambda _: 0)
     except PolicyError as e:
         raise AssertionError(str(e)) from e
+
+
+def in_namespace(namespace: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of `obj` moved to `namespace`."""
+    moved = copy.deepcopy(dict(obj))
+    moved["metadata"]["namespace"] = namespace
+    return moved

@@ -17,7 +17,7 @@ import pytest
 
 from tests.dra.objects import claim, device_class, request
 from tests.dra.test_no_wrong_denials import CHANNELS, CLASSES, documents
-from tests.support.dispatch import Admission, Dispatcher, Request, installed
+from tests.support.dispatch import Admission, Dispatcher, Request, installed, installed_with_bundle
 from tests.support.policies import bundled_policies, sharing_policy
 from webhook.inventory import Inventory
 from webhook.offline import offline_deps
@@ -30,7 +30,7 @@ VISIBLE = "NVIDIA_VISIBLE_DEVICES"
 
 @pytest.fixture(scope="module")
 def dispatcher() -> Iterator[Dispatcher]:
-    with installed(ReviewDeps(policies=bundled_policies())) as dispatcher:
+    with installed_with_bundle() as dispatcher:
         yield dispatcher
 
 

@@ -13,6 +13,7 @@ rules that count deny it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -92,6 +93,7 @@ def _resolved_claims(pod: KubeObject, dra: DraIndex | None, namespace: str) -> d
     return {name: tuple(sorted(requests)) for name, requests in found if requests is not None}
 
 
+@functools.lru_cache(maxsize=1024)  # pods of one workload share a shape; a shape's count never changes
 def count_shape(shape: PodShape) -> GpuCount:
     usage = shape_demand(shape, DEFAULT_SETTINGS)
     return GpuCount(

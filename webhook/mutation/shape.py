@@ -62,17 +62,14 @@ def check_pod_shape(target: PodTarget) -> None:
 
 
 def _metadata(metadata: dict[str, Any]) -> None:
-    for key in ("name", "namespace", "generateName"):
-        _optional(metadata, key, str)
+    _optionals(metadata, ("name", "namespace", "generateName"), str)
     for key in ("labels", "annotations"):
         _string_map(metadata, key)
 
 
 def _spec(spec: dict[str, Any]) -> None:
-    for key in _SPEC_STRINGS:
-        _optional(spec, key, str)
-    for key in _SPEC_BOOLS:
-        _optional(spec, key, bool)
+    _optionals(spec, _SPEC_STRINGS, str)
+    _optionals(spec, _SPEC_BOOLS, bool)
     _optional(spec, "terminationGracePeriodSeconds", int)
     for key in _SPEC_LISTS:
         _list_of_maps(spec, key)
@@ -117,8 +114,7 @@ def _host_path(host_path: Any) -> None:
 
 
 def _container(container: dict[str, Any]) -> None:
-    for key in _CONTAINER_STRINGS:
-        _optional(container, key, str)
+    _optionals(container, _CONTAINER_STRINGS, str)
     _part(container, "resources", _resources)
     _part(container, "securityContext", _security_context)
     for key in ("env", "envFrom", "volumeMounts"):
@@ -136,8 +132,7 @@ def _resources(resources: Any) -> None:
 
 def _security_context(context: Any) -> None:
     _object(context)
-    for key in _SECURITY_BOOLS:
-        _optional(context, key, bool)
+    _optionals(context, _SECURITY_BOOLS, bool)
     _optional(context, "procMount", str)
     _part(context, "capabilities", _capabilities)
 
@@ -162,12 +157,9 @@ def _entries(items: Any, key: str) -> None:
 
 def _entry(strings: tuple[str, ...], maps: tuple[str, ...], bools: tuple[str, ...]) -> Callable[[Any], None]:
     def check(item: dict[str, Any]) -> None:
-        for field in strings:
-            _optional(item, field, str)
-        for field in maps:
-            _optional(item, field, dict)
-        for field in bools:
-            _optional(item, field, bool)
+        _optionals(item, strings, str)
+        _optionals(item, maps, dict)
+        _optionals(item, bools, bool)
 
     return check
 
@@ -214,6 +206,15 @@ def _optional(parent: dict[str, Any], key: str, kind: type) -> Any:
     if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
         return value
     raise ShapeError(f"must be {_NAMES[kind]}", (key,))
+
+
+def _optionals(parent: dict[str, Any], keys: tuple[str, ...], kind: type) -> None:
+    """_optional() for each key; values of the exact type, the common case, pass without a call."""
+    get = parent.get
+    for key in keys:
+        value = get(key)
+        if value is not None and type(value) is not kind:
+            _optional(parent, key, kind)
 
 
 def _list_of_maps(parent: dict[str, Any], key: str) -> list[dict[str, Any]]:

@@ -10,6 +10,8 @@ KAI's asks are annotations an update could change; kai_updated() refuses that.
 
 from __future__ import annotations
 
+from typing import Any
+
 from webhook import gpu, quantity
 from webhook.accounting import asks, kai, names
 from webhook.accounting.count import GpuCount
@@ -45,10 +47,11 @@ def check(
     `rejudge` False: an update that asks for what the pod already has, which the sharing policy's
     rules leave alone (a new label may select another policy; the pod keeps its GPUs anyway)."""
     # Later checks read GPU counts, so they run only once the counts are known to be valid.
-    findings = _quantities(target, shared_names) or _kai(target)
+    containers = [container for _, container in target.containers()]  # read once for every check
+    findings = _quantities(target, containers, shared_names) or _kai(target, containers)
     if policy is not None and not findings and rejudge:
-        findings += _sharing_enforced(target, policy, shared_names, claimed)
-        findings += _device_plugin_limits(target, policy)
+        findings += _sharing_enforced(target, policy, shared_names, claimed, containers)
+        findings += _device_plugin_limits(target, policy, containers)
         findings += _kai_queue(target, policy)
         findings += _limits(target, policy, count)
     return findings
@@ -64,14 +67,16 @@ def _limits(target: PodTarget, policy: SharingPolicy, count: GpuCount | None = N
     return sharing_limits(target, policy, needs, count)
 
 
-def _device_plugin_limits(target: PodTarget, policy: SharingPolicy) -> list[Finding]:
+def _device_plugin_limits(
+    target: PodTarget, policy: SharingPolicy, containers: list[dict[str, Any]]
+) -> list[Finding]:
     """A share count above 1 where the device plugin fails it at the kubelet (failRequestsGreaterThanOne,
     k8s-device-plugin internal/rm/rm.go); MPS sets it by default (api/config/v1/config.go)."""
     sharing = policy.sharing
     if sharing.mode not in ("timeslice", "mps") or not sharing.fail_requests_greater_than_one:
         return []
     name = sharing.resource_name or gpu.SHARED_GPU
-    for _, container in target.containers():
+    for container in containers:
         counts = [
             quantity.parse_count(v[name], name) for v in resources.sections(container).values() if name in v
         ]
@@ -100,9 +105,11 @@ def _kai_queue(target: PodTarget, policy: SharingPolicy) -> list[Finding]:
     return [Finding(KAI_RULES, "warn", message)]
 
 
-def _quantities(target: PodTarget, shared_names: tuple[str, ...]) -> list[Finding]:
+def _quantities(
+    target: PodTarget, containers: list[dict[str, Any]], shared_names: tuple[str, ...]
+) -> list[Finding]:
     findings = []
-    for _, container in target.containers():
+    for container in containers:
         problem = _container_quantities(container, shared_names)
         if problem:
             findings.append(Finding(QUANTITIES, "deny", f"{target.describe_container(container)}: {problem}"))
@@ -140,13 +147,17 @@ def kai_updated(target: PodTarget, old_annotations: dict[str, str], via: str = "
     return [Finding(KAI_RULES, "deny", message)]
 
 
-def _kai(target: PodTarget) -> list[Finding]:
-    found = kai.problem(target.annotations, (c for _, c in target.containers()))
+def _kai(target: PodTarget, containers: list[dict[str, Any]]) -> list[Finding]:
+    found = kai.problem(target.annotations, containers)
     return [Finding(KAI_RULES, "deny", f"{target.describe()}: {found} (KAI's own check)")] if found else []
 
 
 def _sharing_enforced(
-    target: PodTarget, policy: SharingPolicy, shared_names: tuple[str, ...], claimed: tuple[str, ...] = ()
+    target: PodTarget,
+    policy: SharingPolicy,
+    shared_names: tuple[str, ...],
+    claimed: tuple[str, ...],
+    containers: list[dict[str, Any]],
 ) -> list[Finding]:
     rewrite = REWRITES.get(policy.sharing.mode)
     if rewrite is None:
@@ -160,7 +171,7 @@ def _sharing_enforced(
     # GPUs claimed through DRA are allocated by the DRA driver, outside any device-plugin sharing
     # (the caller leaves out the claims a dra policy's own templates make).
     foreign = f"GPUs through DRA ({', '.join(claimed)})" if claimed else None
-    foreign = foreign or _foreign_share(target, policy, shared_names)
+    foreign = foreign or _foreign_share(target, policy, shared_names, containers)
     if foreign is not None:
         message = (
             f"{target.describe()} asks for {foreign}, but policy {policy.name} shares GPUs here by "
@@ -183,7 +194,9 @@ def _sharing_enforced(
     return [Finding(SHARING, "deny", message)]
 
 
-def _foreign_share(target: PodTarget, policy: SharingPolicy, shared_names: tuple[str, ...]) -> str | None:
+def _foreign_share(
+    target: PodTarget, policy: SharingPolicy, shared_names: tuple[str, ...], containers: list[dict[str, Any]]
+) -> str | None:
     """A way of sharing GPUs that the namespace's policy does not produce: a MIG slice where GPUs
     are time-sliced, KAI's fraction annotations where MIG shares them, and so on. Such a pod
     would keep its own scheduler and share, outside the policy and its limits."""
@@ -192,11 +205,12 @@ def _foreign_share(target: PodTarget, policy: SharingPolicy, shared_names: tuple
         kai = sorted(key for key in target.annotations if key in gpu.KAI_ANNOTATIONS)
         if kai:
             return f"a KAI GPU fraction ({', '.join(kai)})"
-    for _, container in target.containers():
+    shared = (gpu.SHARED_GPU, *shared_names)
+    for container in containers:
         for name in sorted({n for section in resources.sections(container).values() for n in section}):
             if mode != "mig" and names.is_mig(name):
                 return f"the MIG slice {name}"
-            if mode not in ("timeslice", "mps") and name in (gpu.SHARED_GPU, *shared_names):
+            if mode not in ("timeslice", "mps") and name in shared:
                 return f"the shared GPU resource {name}"
             plugin = names.other_nvidia_plugin(name)
             if plugin is not None:

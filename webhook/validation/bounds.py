@@ -113,11 +113,11 @@ def oversize(obj: KubeObject | None, old: KubeObject | None = None) -> Oversize 
     impossible to remove. Only a stored object can be that large, so no one can send it at will;
     its review runs on the heavy lane like any other large one.
     """
-    return _oversize(measure(obj), old)
+    return _oversize(measure(obj, entries=False), old)
 
 
 def _oversize(measured: Measure, old: KubeObject | None) -> Oversize | None:
-    if measured.problem is None or (old is not None and measure(old).problem is not None):
+    if measured.problem is None or (old is not None and measure(old, entries=False).problem is not None):
         return None
     return Oversize(f"{measured.problem}; {HINT}")
 
@@ -127,10 +127,11 @@ class Measure:
     """One pass over an object: the first bound it exceeds, and the entries rules would walk."""
 
     problem: str | None
-    entries: int
+    entries: int  # 0 unless asked for
 
 
-def measure(obj: KubeObject | None) -> Measure:
+def measure(obj: KubeObject | None, *, entries: bool = True) -> Measure:
+    """Both figures in one pass; `entries` False: the bound alone (what review() asks)."""
     if not isinstance(obj, dict):
         return Measure(None, 0)
     target = pod_target(obj)
@@ -138,17 +139,17 @@ def measure(obj: KubeObject | None) -> Measure:
     found = _metadata_problem(metadata) if isinstance(metadata, dict) else None
     if found is None and target is not None and target.pod is not obj:
         found = _metadata_problem(target.metadata)
-    entries = 0
+    walked = 0
     if target is not None:
         containers = list(_containers(target.spec))
         tally = _tally(containers)
-        entries = _entries(target, containers, tally)
+        walked = _entries(target, containers, tally) if entries else 0
         found = found or _pod_problem(target, containers, tally)
     if found is not None:
-        return Measure(f"{_describe(obj)}: {found}", entries)
+        return Measure(f"{_describe(obj)}: {found}", walked)
     if count_values(obj, MAX_VALUES) > MAX_VALUES:
-        return Measure(f"{_describe(obj)} holds more than {MAX_VALUES} JSON values", entries)
-    return Measure(None, entries)
+        return Measure(f"{_describe(obj)} holds more than {MAX_VALUES} JSON values", walked)
+    return Measure(None, walked)
 
 
 def count_values(obj: Any, limit: int) -> int:

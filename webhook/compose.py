@@ -28,6 +28,7 @@ from webhook.gauges import register_quota_gauges
 from webhook.keeper.loop import KeeperLoop
 from webhook.keeper.setup import build_template_keeper
 from webhook.match import glob_matches
+from webhook.measured import Measured
 from webhook.metrics import Metrics
 from webhook.native.params import from_layout
 from webhook.policy.loader import EngineFactory, regopy_engine
@@ -40,7 +41,6 @@ from webhook.scan.setup import build_periodic_scan
 from webhook.service import Hook, Readiness, Service
 from webhook.types import AdmissionRequest, Endpoint
 from webhook.utilization.cache import CapacityCache, build_cache
-from webhook.validation import bounds
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +77,8 @@ def build_service(settings: Settings) -> Service:
         settings.enforcement,
     )
 
+    measured = Measured()
+
     def run_review(request: AdmissionRequest, endpoint: Endpoint, *, may_block: bool = True) -> Decision:
         deps = ReviewDeps(
             policies=store.current,
@@ -92,8 +94,11 @@ def build_service(settings: Settings) -> Service:
             allocatable=cluster.cache.allocatable,
             # Param kinds are not watched: with --inventory FILE they come from it, else none is known.
             native_params=from_layout(inventory) if settings.inventory else None,
+            within_bounds=measured.checked(request),
         )
-        return review(request, endpoint, deps)
+        decision = review(request, endpoint, deps)  # WouldBlock: it runs again, on a thread
+        measured.forget(request)
+        return decision
 
     strict = cluster.gate.mode == "strict"
     # Sized to the CPUs regopy can use: more threads than that only contend for the GIL (bench/).
@@ -117,7 +122,7 @@ def build_service(settings: Settings) -> Service:
             _hook(lambda: heavy_executor.shutdown(wait=False, cancel_futures=True)),
         ),
         executor=executor,
-        is_heavy=_is_heavy,
+        is_heavy=measured.is_heavy,
         heavy_executor=heavy_executor,
         threaded=lambda endpoint: strict or (endpoint != "mutate" and bool(store.current.constraints)),
         body_timeout_seconds=settings.body_timeout_seconds,
@@ -161,12 +166,6 @@ def _with_denial_events(service: Service, settings: Settings) -> Service:
         on_startup=(*service.on_startup, _hook(events.start)),
         on_shutdown=(_in_thread(events.stop), *service.on_shutdown),
     )
-
-
-def _is_heavy(request: AdmissionRequest, body_bytes: int) -> bool:
-    """An object past a bound is not heavy: review() refuses it at once, wherever it runs, and a
-    full heavy lane must not turn that refusal into the failure mode's answer."""
-    return bounds.heavy_within_bounds(request.get("object"), request.get("oldObject"), body_bytes)
 
 
 def _with_background(service: Service, task: PeriodicScan | KeeperLoop) -> Service:

@@ -108,6 +108,9 @@ class ReviewDeps:
     allocatable: frozenset[str] | None = None
     # The param objects of native admission policies, by apiVersion and kind; None: none known.
     native_params: ParamSource | None = None
+    # The request's objects as the server already found them within every size bound (by
+    # identity: an object the review makes is measured); None: measure here.
+    within_bounds: bounds.Checked | None = None
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,7 @@ def mutate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
     native = deps.policies.native
     if not native.mutating or skipped(request, deps.settings):
         return _webhooks(request, deps)
-    too_large = bounds.oversize(request.get("object"), request.get("oldObject"))
+    too_large = _oversize(request, deps)
     if too_large is not None:  # before CEL, whose cost grows with the object
         return oversized(too_large)
     outcome = _native_mutation(request, deps)
@@ -208,7 +211,7 @@ def _gatekeeper_then_gpu(request: AdmissionRequest, deps: ReviewDeps, mutators: 
         or skipped(request, deps.settings)
     ):
         return _gpu_mutate(request, deps)
-    too_large = bounds.oversize(obj, request.get("oldObject"))
+    too_large = _oversize(request, deps)
     if too_large is not None:  # before the walk and the convergence copies, whose cost grows with it
         return oversized(too_large)
     try:
@@ -237,7 +240,7 @@ def _gpu_mutate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
     # malformed or oversized pod whatever /mutate did.
     if not is_gpu_pod(target, deps.policies.shared_names, deps.dra, scoped[1]):
         return _void_only(target, deps, scoped[1], gpu_pod=False)
-    too_large = bounds.oversize(request.get("object"), request.get("oldObject"))
+    too_large = _oversize(request, deps)
     if too_large is not None:  # before the copy and diff, whose cost grows with the object
         return oversized(too_large)
     try:
@@ -317,7 +320,7 @@ def validate(
         return ALLOW
     if skipped(request, deps.settings):
         return _unjudged(request, deps)
-    too_large = bounds.oversize(request.get("object"), request.get("oldObject"))
+    too_large = _oversize(request, deps)
     if too_large is not None:  # before Rego, whose cost grows with the object
         return oversized(too_large, actions)
     native = _native_validation(request, deps, actions)
@@ -747,6 +750,13 @@ def is_mirror_pod(request: AdmissionRequest) -> bool:
     metadata = obj.get("metadata") if isinstance(obj, dict) else None
     annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
     return isinstance(annotations, dict) and MIRROR_ANNOTATION in annotations
+
+
+def _oversize(request: AdmissionRequest, deps: ReviewDeps) -> bounds.Oversize | None:
+    obj, old = request.get("object"), request.get("oldObject")
+    if deps.within_bounds is not None and deps.within_bounds.covers(obj, old):
+        return None
+    return bounds.oversize(obj, old)
 
 
 def oversized(problem: bounds.Oversize, actions: frozenset[EnforcementAction] = ALL_ACTIONS) -> Decision:

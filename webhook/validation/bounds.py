@@ -307,13 +307,24 @@ def is_heavy(obj: KubeObject | None, old: KubeObject | None, body_bytes: int) ->
     return body_bytes > HEAVY_BYTES or walked_entries(obj) + walked_entries(old) > HEAVY_ENTRIES
 
 
-def heavy_within_bounds(obj: KubeObject | None, old: KubeObject | None, body_bytes: int) -> bool:
-    """is_heavy(), and within every bound: what the heavy lane takes (an object past a bound is
+@dataclass(frozen=True)
+class Checked:
+    """Objects found within every bound, by identity: review() need not measure them again."""
+
+    obj: KubeObject | None
+    old: KubeObject | None
+
+    def covers(self, obj: KubeObject | None, old: KubeObject | None) -> bool:
+        return obj is self.obj and old is self.old
+
+
+def estimate(obj: KubeObject | None, old: KubeObject | None, body_bytes: int) -> tuple[bool, Checked | None]:
+    """is_heavy(), and the objects as Checked when they are within every bound (None: past one,
     refused at once wherever it runs). One pass over each object for both."""
     measured = measure(obj)
     entries = measured.entries + walked_entries(old)
     heavy = body_bytes > HEAVY_BYTES or entries > HEAVY_ENTRIES
-    return heavy and _oversize(measured, old) is None
+    return heavy, (Checked(obj, old) if _oversize(measured, old) is None else None)
 
 
 def walked_entries(obj: KubeObject | None) -> int:

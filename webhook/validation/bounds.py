@@ -232,24 +232,29 @@ def _tally(containers: list[dict[str, Any]]) -> _Tally:
     tally = _Tally([0] * len(CONTAINER_BOUNDS))
     lists = tally.lists
     for container in containers:
+        get = container.get
         for i, key in _CONTAINER_KEYS:
-            value = container.get(key)
-            if value:
-                lists[i] += _length(value)
+            value = get(key)
+            if value and isinstance(value, _SIZED):
+                lists[i] += len(value)
         tally.device_variables += device_variables(container)
-        resources = container.get("resources")
+        resources = get("resources")
         if isinstance(resources, dict):
             lists[_CLAIMS] += _length(resources.get("claims"))
             tally.resource_names += _length(resources.get("limits")) + _length(resources.get("requests"))
-        context = container.get("securityContext")
+        context = get("securityContext")
         capabilities = context.get("capabilities") if isinstance(context, dict) else None
         if isinstance(capabilities, dict):
-            for key in ("add", "drop"):
-                count = _length(capabilities.get(key))
-                tally.capabilities += count
-                if count > tally.longest_capabilities[0]:
-                    tally.longest_capabilities = (count, str(container.get("name", "?")), key)
+            _tally_capabilities(tally, capabilities, container)
     return tally
+
+
+def _tally_capabilities(tally: _Tally, capabilities: dict[str, Any], container: dict[str, Any]) -> None:
+    for key in ("add", "drop"):
+        count = _length(capabilities.get(key))
+        tally.capabilities += count
+        if count > tally.longest_capabilities[0]:
+            tally.longest_capabilities = (count, str(container.get("name", "?")), key)
 
 
 def device_variables(container: dict[str, Any]) -> int:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -122,8 +122,7 @@ def _oversize(measured: Measure, old: KubeObject | None) -> Oversize | None:
     return Oversize(f"{measured.problem}; {HINT}")
 
 
-@dataclass(frozen=True)
-class Measure:
+class Measure(NamedTuple):
     """One pass over an object: the first bound it exceeds, and the entries rules would walk."""
 
     problem: str | None
@@ -245,16 +244,12 @@ def _tally(containers: list[dict[str, Any]]) -> _Tally:
         context = get("securityContext")
         capabilities = context.get("capabilities") if isinstance(context, dict) else None
         if isinstance(capabilities, dict):
-            _tally_capabilities(tally, capabilities, container)
+            for key in ("add", "drop"):
+                count = _length(capabilities.get(key))
+                tally.capabilities += count
+                if count > tally.longest_capabilities[0]:
+                    tally.longest_capabilities = (count, str(container.get("name", "?")), key)
     return tally
-
-
-def _tally_capabilities(tally: _Tally, capabilities: dict[str, Any], container: dict[str, Any]) -> None:
-    for key in ("add", "drop"):
-        count = _length(capabilities.get(key))
-        tally.capabilities += count
-        if count > tally.longest_capabilities[0]:
-            tally.longest_capabilities = (count, str(container.get("name", "?")), key)
 
 
 def device_variables(container: dict[str, Any]) -> int:
@@ -340,7 +335,14 @@ def walked_entries(obj: KubeObject | None) -> int:
 
 def _entries(target: PodTarget, containers: list[dict[str, Any]], tally: _Tally) -> int:
     spec, metadata = target.spec, target.metadata
-    entries = len(containers) + sum(_length(spec.get(key)) for key, _, _ in POD_BOUNDS)
-    entries += sum(_length(metadata.get(key)) for key, _, _ in METADATA_BOUNDS)
+    entries = len(containers)
+    for key in _POD_KEYS:
+        entries += _length(spec.get(key))
+    for key in _METADATA_KEYS:
+        entries += _length(metadata.get(key))
     plain_env = tally.lists[_ENV]
     return entries + sum(tally.lists) - plain_env + tally.device_variables + tally.capabilities
+
+
+_POD_KEYS = tuple(key for key, _, _ in POD_BOUNDS)
+_METADATA_KEYS = tuple(key for key, _, _ in METADATA_BOUNDS)

@@ -155,8 +155,12 @@ class _DeviceRules:
         env, sources = pod.facts.env, pod.facts.env_from
         if env is None or sources is None:
             return False
-        if not all(self._quiet(name, entry) for name, entry in env):
-            return False
+        for name, entry in env:
+            watched = (
+                name in self.variables or name.startswith(self.prefixes) or name == _CAPABILITIES_VARIABLE
+            )
+            if watched and not self._quiet(name, entry):
+                return False
         for index, prefix in sources:
             if prefix and self._spells(prefix):
                 return False
@@ -344,6 +348,7 @@ class _Owned:
     keys: frozenset[str]
     prefixes: tuple[str, ...]
     patterns: tuple[tuple[str, str], ...]  # (prefix, suffix)
+    pattern_prefixes: tuple[str, ...]  # a key that starts with none of these matches no pattern
 
     def none_in(self, keys: tuple[str, ...] | None) -> bool:
         if keys is None:
@@ -351,7 +356,9 @@ class _Owned:
         for key in keys:
             if key in self.keys or key.startswith(self.prefixes):
                 return False
-            if any(key.startswith(prefix) and key.endswith(suffix) for prefix, suffix in self.patterns):
+            if key.startswith(self.pattern_prefixes) and any(
+                key.startswith(prefix) and key.endswith(suffix) for prefix, suffix in self.patterns
+            ):
                 return False
         return True
 
@@ -374,7 +381,7 @@ def _owned(parameters: Parameters, kind: str) -> _Owned | None:
     patterns = _patterns(parameters.get(f"{singular}Patterns", []))
     if listed is None or prefixes is None or patterns is None:
         return None
-    return _Owned(frozenset(listed), tuple(prefixes), tuple(patterns))
+    return _Owned(frozenset(listed), tuple(prefixes), tuple(patterns), tuple(p for p, _ in patterns))
 
 
 def _patterns(value: Any) -> list[tuple[str, str]] | None:

@@ -11,8 +11,7 @@ type itself. Nothing here raises, whatever the JSON holds.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 # isinstance against an ABC is several times slower than against dict, which is what JSON gives:
 # dict first, Mapping for whatever else a caller passes.
@@ -21,8 +20,7 @@ Containers = tuple[tuple[str, Mapping[str, Any]], ...]
 Env = tuple[tuple[str, Mapping[str, Any]], ...]
 
 
-@dataclass(frozen=True)
-class PodFacts:
+class PodFacts(NamedTuple):  # a tuple: built on every review, and a frozen dataclass costs more
     # Every container's image, in order; None if one is not a string.
     images: tuple[str, ...] | None
     # No container is privileged, and every securityContext is an object, absent or null.
@@ -55,15 +53,16 @@ def pod_facts(spec: Mapping[str, Any], metadata: Mapping[str, Any], containers: 
     env: list[tuple[str, Mapping[str, Any]]] | None = []
     env_from: list[tuple[int, str]] | None = []
     unprivileged = mounts_clean = True
+    # Each fact stops being gathered (None, False) at the first value it cannot state.
     for index, (_, container) in enumerate(containers):
         images = images if images is not None and _add_image(container.get("image"), images) else None
-        context = _optional(container, "securityContext")
+        context = container.get("securityContext")
         unprivileged = unprivileged and _unprivileged(context)
         added = added if added is not None and _add_capabilities(context, added) else None
-        env = env if env is not None and _add_env(_optional(container, "env"), env) else None
-        sources = _optional(container, "envFrom")
+        env = env if env is not None and _add_env(container.get("env"), env) else None
+        sources = container.get("envFrom")
         env_from = env_from if env_from is not None and _add_sources(sources, index, env_from) else None
-        mounts_clean = mounts_clean and _mounts_clean(_optional(container, "volumeMounts"))
+        mounts_clean = mounts_clean and _mounts_clean(container.get("volumeMounts"))
     annotations = _keys(metadata.get("annotations", {}))
     return PodFacts(
         images=None if images is None else tuple(images),
@@ -72,7 +71,7 @@ def pod_facts(spec: Mapping[str, Any], metadata: Mapping[str, Any], containers: 
         env=None if env is None else tuple(env),
         env_from=None if env_from is None else tuple(env_from),
         no_device_list_mount=mounts_clean,
-        no_host_path=_no_host_path(_optional(spec, "volumes")),
+        no_host_path=_no_host_path(spec.get("volumes")),
         annotation_keys=annotations,
         label_keys=_keys(metadata.get("labels", {})),
         no_cdi_domain_key=annotations is not None and not any(_cdi_domain(key) for key in annotations),
@@ -84,10 +83,8 @@ def normal_capability(capability: str) -> str:
     return upper[4:] if upper.startswith("CAP_") else upper
 
 
-def _optional(container: Mapping[str, Any], name: str) -> Any:
-    """A field that is absent or null reads as an empty list: Rego iterates nothing in either."""
-    value = container.get(name)
-    return [] if value is None else value
+# The helpers below take a field as found. A field absent or null reads as an empty list, as
+# Rego iterates nothing in either, so None and [] are alike everywhere.
 
 
 def _add_image(image: Any, images: list[str]) -> bool:
@@ -98,21 +95,25 @@ def _add_image(image: Any, images: list[str]) -> bool:
 
 
 def _unprivileged(context: Any) -> bool:
-    return context == [] or (isinstance(context, OBJECT) and context.get("privileged") is not True)
+    if context is None or context == []:
+        return True
+    return isinstance(context, OBJECT) and context.get("privileged") is not True
 
 
 def _add_capabilities(context: Any, added: set[str]) -> bool:
     """Add the capabilities a securityContext adds; False if one cannot be read as Rego would."""
-    if context == []:
+    if context is None or context == []:
         return True
     if not isinstance(context, OBJECT):
         return False
-    capabilities = _optional(context, "capabilities")
-    if capabilities == []:
+    capabilities = context.get("capabilities")
+    if capabilities is None or capabilities == []:
         return True
     if not isinstance(capabilities, OBJECT):
         return False
-    names = _optional(capabilities, "add")
+    names = capabilities.get("add")
+    if names is None:
+        return True
     if not isinstance(names, list) or not all(isinstance(n, str) and n.isascii() for n in names):
         return False
     added.update(normal_capability(name) for name in names)
@@ -120,6 +121,8 @@ def _add_capabilities(context: Any, added: set[str]) -> bool:
 
 
 def _add_env(value: Any, env: list[tuple[str, Mapping[str, Any]]]) -> bool:
+    if value is None:
+        return True
     if not isinstance(value, list):
         return False
     for entry in value:
@@ -133,6 +136,8 @@ def _add_env(value: Any, env: list[tuple[str, Mapping[str, Any]]]) -> bool:
 
 
 def _add_sources(value: Any, index: int, env_from: list[tuple[int, str]]) -> bool:
+    if value is None:
+        return True
     if not isinstance(value, list):
         return False
     for source in value:
@@ -146,6 +151,8 @@ def _add_sources(value: Any, index: int, env_from: list[tuple[int, str]]) -> boo
 
 
 def _mounts_clean(mounts: Any) -> bool:
+    if mounts is None:
+        return True
     if not isinstance(mounts, list):
         return False
     for mount in mounts:
@@ -158,6 +165,8 @@ def _mounts_clean(mounts: Any) -> bool:
 
 
 def _no_host_path(volumes: Any) -> bool:
+    if volumes is None:
+        return True
     if not isinstance(volumes, list):
         return False
     return all(isinstance(v, OBJECT) and v.get("hostPath") is None for v in volumes)

@@ -44,9 +44,12 @@ def pod_create(review: Mapping[str, Any], gpu: Mapping[str, Any]) -> PodCreate |
     containers: list[tuple[str, Mapping[str, Any]]] = []
     for field in CONTAINER_FIELDS:
         listed = spec.get(field, [])
-        if not isinstance(listed, list) or not all(isinstance(c, OBJECT) for c in listed):
+        if not isinstance(listed, list):
             return None
-        containers += [(field, c) for c in listed]
+        for container in listed:
+            if not isinstance(container, OBJECT):
+                return None
+            containers.append((field, container))
     user = review.get("userInfo")
     every = tuple(containers)
     facts = pod_facts(spec, metadata, every)

@@ -15,7 +15,7 @@ from webhook.policy.engines.opa import OpaEngine
 from webhook.policy.engines.regopy import RegoEngine
 from webhook.validation.gatekeeper import ConstraintTemplate, Where, parse_template
 from webhook.validation.gatekeeper_input import inventory_of
-from webhook.validation.prechecks import PodCreate, Precheck
+from webhook.validation.prechecks import Check, PodCreate, Precheck
 from webhook.validation.results import ConstraintResult
 
 Factory = Callable[[Sequence[ConstraintTemplate]], Engine]
@@ -285,14 +285,24 @@ def test_an_engine_that_may_not_block_answers_only_what_needs_no_rego(
         assert engine.evaluate(b.request(obj), constraints, may_block=False) == []
 
 
-def _broken_precheck(pod: PodCreate, parameters: Mapping[str, Any]) -> bool:
+def _broken_check(pod: PodCreate) -> bool:
     raise KeyError("a bug in a precheck")
+
+
+def _broken_reading(parameters: Mapping[str, Any]) -> Check | None:
+    raise KeyError("a bug in a precheck's reading of its parameters")
 
 
 @pytest.mark.parametrize(
     ("precheck", "to_rego"),
-    [(lambda pod, parameters: True, False), (lambda pod, parameters: False, True), (_broken_precheck, True)],
-    ids=["clears", "unsure", "raises"],
+    [
+        (Precheck(lambda parameters: lambda pod: True), False),
+        (Precheck(lambda parameters: lambda pod: False), True),
+        (Precheck(lambda parameters: _broken_check), True),
+        (Precheck(lambda parameters: None), True),
+        (Precheck(_broken_reading), True),
+    ],
+    ids=["clears", "unsure", "raises", "parameters it cannot read", "raises on its parameters"],
 )
 def test_a_precheck_settles_a_constraint_only_by_saying_clean(precheck: Precheck, to_rego: bool) -> None:
     constraint = b.load_constraint(repos(), *TEMPLATES)

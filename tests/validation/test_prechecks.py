@@ -544,7 +544,11 @@ def created(review: Mapping[str, Any]) -> PodCreate | None:
     return pod_create(review, counted(review))
 
 
-def unsound(template: ConstraintTemplate, check: Precheck, case: Case) -> str | None:
+# What a precheck is to the properties below: a Precheck, or a stand-in that clears everything.
+Clears = Callable[[PodCreate, Mapping[str, Any]], bool]
+
+
+def unsound(template: ConstraintTemplate, check: Clears, case: Case) -> str | None:
     """Why `check` clearing this case would be wrong, or None if it does not clear it or is right."""
     request, parameters = case
     review = review_of_request(request)

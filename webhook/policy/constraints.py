@@ -47,8 +47,9 @@ def evaluate_constraints(
     results = engine.evaluate(
         request, constraints, inventory() if wanted and inventory else None, may_block=may_block, gpu=gpu
     )
-    findings = [f for result in results for f in _findings(result) if f.action in actions]
-    violated = sorted({r.constraint.name for r in results if r.violations or r.error})
+    flagged = [r for r in results if r.violations or r.error is not None]  # most find nothing
+    findings = [f for result in flagged for f in _findings(result) if f.action in actions]
+    violated = sorted({r.constraint.name for r in flagged if r.violations or r.error})
     annotations = {"constraints-evaluated": str(len(results))}
     if violated:
         annotations["constraints-violated"] = ",".join(violated)[:1000]

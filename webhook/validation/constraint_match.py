@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from webhook.match import LabelSelector, SelectorError, glob_matches
 
@@ -22,6 +22,16 @@ _WILDCARD = re.compile(r"^\*?[-:a-z0-9]*\*?$")
 
 class NamespaceUnknown(LookupError):
     """A namespaceSelector needs the labels of a namespace we have not seen."""
+
+
+class Place(NamedTuple):
+    """Where an object is: what matching reads before the object's own name and labels. A
+    tuple, so that a request finds what is known of its place in one hash of strings."""
+
+    group: str
+    kind: str
+    namespace: str  # the object's namespace; for a Namespace, its own name; "" when cluster-scoped
+    is_namespace: bool
 
 
 @dataclass(frozen=True)
@@ -36,6 +46,10 @@ class Subject:
     labels: Mapping[str, str]
     is_namespace: bool
     namespace_labels: Mapping[str, str] | None  # None when the namespace is not known
+
+    @property
+    def place(self) -> Place:
+        return Place(self.group, self.kind, self.namespace, self.is_namespace)
 
 
 @dataclass(frozen=True)
@@ -59,26 +73,36 @@ class ConstraintMatch:
 
     def matches(self, subject: Subject) -> bool:
         """True if the constraint applies; raise NamespaceUnknown if that cannot be decided."""
+        return self.applies_at(subject.place) and self.matches_object(subject)
+
+    def applies_at(self, place: Place) -> bool:
+        """The criteria that read only where the object is: kinds, scope and namespaces."""
+        return self._kind(place) and self._scope(place) and self._namespaces(place)
+
+    def matches_object(self, subject: Subject) -> bool:
+        """The other criteria, read after `applies_at`; raise NamespaceUnknown if undecidable."""
         return (
-            self._kind(subject)
-            and self._scope(subject)
-            and self._namespaces(subject)
-            and (self.label_selector is None or self.label_selector.matches(subject.labels))
+            (self.label_selector is None or self.label_selector.matches(subject.labels))
             and self._name(subject)
             and self._namespace_selector(subject)
         )
 
-    def _kind(self, s: Subject) -> bool:
+    @property
+    def reads_object(self) -> bool:
+        """Whether `matches_object` can be false: a label selector, a name or a namespaceSelector."""
+        return self.label_selector is not None or bool(self.name) or self.namespace_selector is not None
+
+    def _kind(self, s: Place) -> bool:
         return not self.kinds or any(k.matches(s.group, s.kind) for k in self.kinds)
 
-    def _scope(self, s: Subject) -> bool:
+    def _scope(self, s: Place) -> bool:
         if self.scope == "Cluster":
             return s.is_namespace or not s.namespace
         if self.scope == "Namespaced":
             return not s.is_namespace and bool(s.namespace)
         return True
 
-    def _namespaces(self, s: Subject) -> bool:
+    def _namespaces(self, s: Place) -> bool:
         if not s.namespace:
             return True
         included = not self.namespaces or glob_matches(self.namespaces, s.namespace)
@@ -187,18 +211,25 @@ def _selector(raw: Mapping[str, Any], key: str) -> LabelSelector | None:
 T = TypeVar("T")
 
 
+# Places remembered per index. Kinds and namespaces of a cluster are few, but a request names
+# its own: past this many, the memory starts again rather than grow without bound.
+PLACES_KEPT = 4096
+
+
 class MatchIndex(Generic[T]):
     """Candidates by kind and namespace, so a request only meets the constraints that may apply.
 
-    The index only narrows; every candidate still runs the full `ConstraintMatch`.
+    The index only narrows; every candidate still runs the full `ConstraintMatch`. `at` also
+    remembers, per place, which candidates its place criteria keep.
     """
 
     def __init__(self, items: Iterable[T], match_of: Callable[[T], ConstraintMatch]) -> None:
         self.items: Sequence[T] = tuple(items)
+        self._matches = tuple(match_of(item) for item in self.items)
         self._buckets: dict[tuple[str, str], list[int]] = {}
         self._namespaced: dict[str, list[int]] = {}  # kind -> items limited to named namespaces
-        for position, item in enumerate(self.items):
-            match = match_of(item)
+        self._places: dict[Place, Placed] = {}
+        for position, match in enumerate(self._matches):
             kinds = match.exact_kinds or frozenset({ANY})
             namespaces = match.exact_namespaces
             for kind in kinds:
@@ -219,3 +250,33 @@ class MatchIndex(Generic[T]):
         else:
             found += self._namespaced.get(kind, []) + self._namespaced.get(ANY, [])
         return found
+
+    def at(self, place: Place) -> Placed:
+        """What is known of the items at `place` (see Placed)."""
+        found = self._places.get(place)
+        if found is None:
+            if len(self._places) >= PLACES_KEPT:
+                self._places.clear()
+            kept = dict.fromkeys(self.candidates(place.kind, place.namespace))
+            admitted = [p for p in kept if self._matches[p].applies_at(place)]
+            found = Placed(
+                tuple((p, self._matches[p].reads_object) for p in admitted),
+                tuple(sorted(p for p in admitted if not self._matches[p].reads_object)),
+            )
+            self._places[place] = found
+        return found
+
+
+@dataclass(frozen=True)
+class Placed:
+    """The items whose kinds, scope and namespaces admit one place."""
+
+    # In `candidates` order without repeats, each with whether its match still reads the object.
+    candidates: tuple[tuple[int, bool], ...]
+    # In order: those that match every object at the place, whatever its name and labels.
+    certain: tuple[int, ...]
+
+    @property
+    def settled(self) -> bool:
+        """True when `certain` is every candidate: nothing is left to read of the object."""
+        return len(self.certain) == len(self.candidates)

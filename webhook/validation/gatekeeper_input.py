@@ -6,7 +6,7 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from webhook.validation.constraint_match import Subject
+from webhook.validation.constraint_match import Place, Subject
 
 Inventory = Mapping[str, Any]
 _EMPTY_GVK = {"group": "", "version": "", "kind": ""}
@@ -103,14 +103,16 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 def subjects(review: Mapping[str, Any], inventory: Inventory | None) -> list[Subject]:
     """What matching sees: the object and the old object, whichever are present."""
-    found = []
-    for obj in (review.get("object"), review.get("oldObject")):
-        if isinstance(obj, Mapping):
-            found.append(_subject(obj, review, inventory))
-    return found
+    return [subject_of(obj, place_of(obj, review), review, inventory) for obj in matched_objects(review)]
 
 
-def _subject(obj: Mapping[str, Any], review: Mapping[str, Any], inventory: Inventory | None) -> Subject:
+def matched_objects(review: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The objects matching reads: the object and the old object, whichever are present."""
+    return [obj for obj in (review.get("object"), review.get("oldObject")) if isinstance(obj, Mapping)]
+
+
+def place_of(obj: Mapping[str, Any], review: Mapping[str, Any]) -> Place:
+    """Where one of `matched_objects(review)` is, read without its labels."""
     metadata = _mapping(obj.get("metadata"))
     if "apiVersion" in obj or "kind" in obj:
         group, _ = split_api_version(str(obj.get("apiVersion", "")))
@@ -119,15 +121,31 @@ def _subject(obj: Mapping[str, Any], review: Mapping[str, Any], inventory: Inven
         requested = review.get("kind") or {}
         group, kind = str(requested.get("group", "")), str(requested.get("kind", ""))
     is_namespace = kind == "Namespace" and group == ""
-    name = str(metadata.get("name") or review.get("name") or "")
-    namespace = name if is_namespace else str(metadata.get("namespace") or review.get("namespace") or "")
+    namespace = (
+        _name(metadata, review)
+        if is_namespace
+        else str(metadata.get("namespace") or review.get("namespace") or "")
+    )
+    return Place(group, kind, namespace, is_namespace)
+
+
+def subject_of(
+    obj: Mapping[str, Any], place: Place, review: Mapping[str, Any], inventory: Inventory | None
+) -> Subject:
+    """All that matching reads of the object at `place` (which `place_of` gave)."""
+    metadata = _mapping(obj.get("metadata"))
+    namespace, is_namespace = place.namespace, place.is_namespace
     return Subject(
-        group=group,
-        kind=kind,
-        name=name,
+        group=place.group,
+        kind=place.kind,
+        name=_name(metadata, review),
         generate_name=str(metadata.get("generateName") or ""),
         namespace=namespace,
         labels={k: v for k, v in _mapping(metadata.get("labels")).items() if isinstance(v, str)},
         is_namespace=is_namespace,
         namespace_labels=namespace_labels(inventory, namespace) if namespace and not is_namespace else None,
     )
+
+
+def _name(metadata: Mapping[str, Any], review: Mapping[str, Any]) -> str:
+    return str(metadata.get("name") or review.get("name") or "")

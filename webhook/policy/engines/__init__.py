@@ -14,10 +14,16 @@ from typing import Any, Protocol
 from webhook.accounting.count import NO_GPUS, GpuCount, count_object
 from webhook.errors import WouldBlock
 from webhook.policy.engines.layout import ParameterTable, input_document
-from webhook.validation.constraint_match import MatchIndex, NamespaceUnknown
+from webhook.validation.constraint_match import MatchIndex, NamespaceUnknown, Subject
 from webhook.validation.gatekeeper import Constraint, ConstraintTemplate
-from webhook.validation.gatekeeper_input import Inventory, review_of_request, subjects
-from webhook.validation.prechecks import PodCreate, Precheck, pod_create
+from webhook.validation.gatekeeper_input import (
+    Inventory,
+    matched_objects,
+    place_of,
+    review_of_request,
+    subject_of,
+)
+from webhook.validation.prechecks import Check, PodCreate, Precheck, pod_create
 from webhook.validation.results import ConstraintResult
 
 
@@ -54,6 +60,7 @@ class ConstraintSet:
         self.parameters = ParameterTable(self._index.items)
         self._reads_namespaces = any(c.match.namespace_selector is not None for c in self._index.items)
         self._splits: dict[frozenset[str], tuple[ConstraintSet, ConstraintSet]] = {}
+        self._routes: dict[tuple[int, int], tuple[object, object, tuple[Route, ...]]] = {}
 
     def split(self, kinds: frozenset[str]) -> tuple[ConstraintSet, ConstraintSet]:
         """(the constraints of `kinds`, the others), built once per set of kinds: an engine that
@@ -81,22 +88,81 @@ class ConstraintSet:
         self, review: Mapping[str, Any], inventory: Inventory | None
     ) -> tuple[list[Constraint], list[ConstraintResult]]:
         """Constraints whose match applies, and failures for those whose match cannot be decided."""
+        chosen, failed = self.applicable_positions(review, inventory)
+        return [self._index.items[p] for p in chosen], failed
+
+    def applicable_positions(
+        self, review: Mapping[str, Any], inventory: Inventory | None
+    ) -> tuple[list[int], list[ConstraintResult]]:
+        """`applicable`, as positions in `constraints`. Only a constraint whose match reads the
+        object's name or labels is matched per request; the rest are known per place."""
+        objects = matched_objects(review)
+        if len(objects) == 1:  # a CREATE or a DELETE: one object, often settled by its place alone
+            placed = self._index.at(place_of(objects[0], review))
+            if placed.settled:
+                return list(placed.certain), []
         chosen: set[int] = set()
         failed: dict[int, ConstraintResult] = {}
-        for subject in subjects(review, inventory):
-            for position in self._index.candidates(subject.kind, subject.namespace):
+        for obj in objects:
+            place = place_of(obj, review)
+            subject: Subject | None = None
+            for position, reads_object in self._index.at(place).candidates:
                 if position in chosen:
                     continue
-                constraint = self._index.items[position]
-                try:
-                    if constraint.match.matches(subject):
-                        chosen.add(position)
-                        failed.pop(position, None)
-                except NamespaceUnknown as e:
-                    reason = f"namespace {e.args[0]!r} is unknown, so namespaceSelector cannot be evaluated"
-                    failed.setdefault(position, ConstraintResult(constraint, error=reason))
-        matched = [self._index.items[p] for p in sorted(chosen)]
-        return matched, [failed[p] for p in sorted(failed)]
+                if reads_object:
+                    if subject is None:
+                        subject = subject_of(obj, place, review, inventory)
+                    if not self._matches_object(position, subject, failed):
+                        continue
+                chosen.add(position)
+                failed.pop(position, None)
+        return sorted(chosen), [failed[p] for p in sorted(failed)]
+
+    def _matches_object(self, position: int, subject: Subject, failed: dict[int, ConstraintResult]) -> bool:
+        constraint = self._index.items[position]
+        try:
+            return constraint.match.matches_object(subject)
+        except NamespaceUnknown as e:
+            reason = f"namespace {e.args[0]!r} is unknown, so namespaceSelector cannot be evaluated"
+            failed.setdefault(position, ConstraintResult(constraint, error=reason))
+            return False
+
+    def routes(
+        self, templates: Mapping[str, ConstraintTemplate], prechecks: Mapping[str, Precheck] | None
+    ) -> tuple[Route, ...]:
+        """Each constraint's Route under an engine's templates and prechecks, by position; built
+        once per engine, whose templates and prechecks never change once it is built."""
+        key = (id(templates), id(prechecks))
+        found = self._routes.get(key)
+        # The entry holds the mappings themselves, so their ids cannot be reused while it lives.
+        if found is None or found[0] is not templates or found[1] is not prechecks:
+            if len(self._routes) >= ROUTED_ENGINES:
+                self._routes.clear()
+            routes = tuple(_route(c, templates, prechecks or {}) for c in self._index.items)
+            found = self._routes[key] = (templates, prechecks, routes)
+        return found[2]
+
+
+# Engines routed per ConstraintSet: one in service, a few more where tests compare engines.
+ROUTED_ENGINES = 8
+
+
+@dataclass(frozen=True)
+class Route:
+    """How a plan treats one constraint under one engine, the same for every request."""
+
+    constraint: Constraint
+    compiled: bool  # the engine has the constraint's template
+    check: Check | None  # its template's precheck, bound to the constraint's parameters
+    clean: ConstraintResult  # what the engine answers when the constraint finds nothing
+
+
+def _route(
+    constraint: Constraint, templates: Mapping[str, ConstraintTemplate], prechecks: Mapping[str, Precheck]
+) -> Route:
+    precheck = prechecks.get(constraint.kind)
+    check = None if precheck is None else precheck.bind(constraint.parameters)
+    return Route(constraint, constraint.kind in templates, check, ConstraintResult(constraint))
 
 
 @dataclass
@@ -133,18 +199,20 @@ def plan(
     With `may_block` False, raise WouldBlock if any constraint is left for the engine.
     """
     review = review_of_request(request)
-    matched, decided = constraints.applicable(review, inventory)
+    matched, decided = constraints.applicable_positions(review, inventory)
     if matched and gpu is None:
         gpu = count_object(review.get("object"))
     counted = (gpu or NO_GPUS).as_input()
-    wanted = prechecks and any(c.kind in prechecks for c in matched)
-    pod = pod_create(review, counted) if wanted else None
+    routes = constraints.routes(templates, prechecks)
+    pod = pod_create(review, counted) if any(routes[p].check for p in matched) else None
     by_kind: dict[str, list[Constraint]] = {}
-    for constraint in matched:
-        if constraint.kind not in templates:
+    for position in matched:
+        route = routes[position]
+        constraint = route.constraint
+        if not route.compiled:
             decided.append(ConstraintResult(constraint, error=f"no compiled template for {constraint.kind}"))
-        elif pod is not None and prechecks and _cleared(prechecks.get(constraint.kind), pod, constraint):
-            decided.append(ConstraintResult(constraint))
+        elif pod is not None and route.check is not None and _cleared(route.check, pod):
+            decided.append(route.clean)
         else:
             by_kind.setdefault(constraint.kind, []).append(constraint)
     if by_kind and not may_block:
@@ -153,10 +221,8 @@ def plan(
     return Plan(review, by_kind, decided, (inventory or {}) if needs_inventory else None, counted)
 
 
-def _cleared(check: Precheck | None, pod: PodCreate, constraint: Constraint) -> bool:
-    if check is None:
-        return False
+def _cleared(check: Check, pod: PodCreate) -> bool:
     try:
-        return check(pod, constraint.parameters)
+        return check(pod)
     except Exception:  # a precheck's own bug must cost speed, never a decision: Rego decides
         return False

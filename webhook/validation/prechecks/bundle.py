@@ -1,21 +1,28 @@
 """Prechecks for the templates of policies/security, one per template, under a comment naming its rule.
 
-Each returns True only when its template's `violation` set is certainly empty for the pod
-and the parameters. They read the same parameters with the same defaults as the Rego, and
-return False whenever a value has a type the Rego could treat differently from Python.
-Being a GPU pod only ever adds a condition to a finding, so no check needs to know it.
+Each reads a constraint's parameters once, when the policies load, and returns the check of
+a pod: True only when its template's `violation` set is certainly empty for the pod and the
+parameters. They read the same parameters with the same defaults as the Rego, and return
+None (no check: Rego decides) or False whenever a value has a type the Rego could treat
+differently from Python. The pod is read through its facts (facts.py), gathered once per
+request for every check. Being a GPU pod only ever adds a condition to a finding, so no
+check needs to know it.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from webhook import vendors
+from webhook.validation.prechecks.facts import normal_capability
 from webhook.validation.prechecks.pod import PodCreate
 
 Parameters = Mapping[str, Any]
+# The check of a pod for one constraint's parameters; see the module's docstring.
+Check = Callable[[PodCreate], bool]
 
 
 def _strings(parameters: Parameters, name: str, default: list[str]) -> list[str] | None:
@@ -32,21 +39,26 @@ def _optional(container: Mapping[str, Any], name: str) -> Any:
     return [] if value is None else value
 
 
+def _clears_all(pod: PodCreate) -> bool:
+    return True
+
+
 # GpuAllowedRegistries: every image must come from one of `registries`; none listed allows all.
 
 
-def allowed_registries(pod: PodCreate, parameters: Parameters) -> bool:
+def allowed_registries(parameters: Parameters) -> Check | None:
     registries = _strings(parameters, "registries", [])
     if registries is None:
-        return False
+        return None
     if not registries:
-        return True
+        return _clears_all
     prefixes = tuple(_trim_suffix(registry, "/") + "/" for registry in registries)
-    for _, container in pod.containers:
-        image = container.get("image")
-        if not isinstance(image, str) or not _full_name(image).startswith(prefixes):
-            return False
-    return True
+
+    def check(pod: PodCreate) -> bool:
+        images = pod.facts.images
+        return images is not None and all(_full_name(image).startswith(prefixes) for image in images)
+
+    return check
 
 
 def _trim_suffix(text: str, suffix: str) -> str:
@@ -91,34 +103,18 @@ _NODE_CAPABILITIES = [
 ]
 
 
-def added_capabilities(pod: PodCreate, parameters: Parameters) -> bool:
+def added_capabilities(parameters: Parameters) -> Check | None:
     listed = _strings(parameters, "capabilities", _NODE_CAPABILITIES)
     # Rego's upper() and Python's differ beyond ASCII ("ß"): leave such names to Rego.
     if listed is None or not all(name.isascii() for name in listed):
-        return False
-    disallowed = {_normal(name) for name in listed}
-    for _, container in pod.containers:
-        context = _optional(container, "securityContext")
-        if context == []:
-            continue
-        if not isinstance(context, Mapping):
-            return False
-        capabilities = _optional(context, "capabilities")
-        if capabilities == []:
-            continue
-        if not isinstance(capabilities, Mapping):
-            return False
-        added = _optional(capabilities, "add")
-        if not isinstance(added, list) or not all(isinstance(a, str) and a.isascii() for a in added):
-            return False
-        if any(_normal(name) in disallowed for name in added):
-            return False
-    return True
+        return None
+    disallowed = frozenset(normal_capability(name) for name in listed)
 
+    def check(pod: PodCreate) -> bool:
+        added = pod.facts.added_capabilities
+        return added is not None and disallowed.isdisjoint(added)
 
-def _normal(capability: str) -> str:
-    upper = capability.upper()
-    return upper[4:] if upper.startswith("CAP_") else upper
+    return check
 
 
 # GpuDeviceEnvironment: no device variable but void, none or empty; driver capabilities from the
@@ -144,63 +140,76 @@ _GPU_RESOURCES = {
 _KAI_ANNOTATIONS = ("gpu-fraction", "gpu-memory")
 
 
-def device_environment(pod: PodCreate, parameters: Parameters) -> bool:
+@dataclass(frozen=True)
+class _DeviceRules:
+    """GpuDeviceEnvironment's parameters, read once."""
+
+    variables: frozenset[str]
+    prefixes: tuple[str, ...]
+    quiet: frozenset[str]
+    capabilities: frozenset[str]
+    extra: frozenset[str]
+    env_from_checked: bool
+
+    def check(self, pod: PodCreate) -> bool:
+        env, sources = pod.facts.env, pod.facts.env_from
+        if env is None or sources is None:
+            return False
+        for name, entry in env:
+            watched = (
+                name in self.variables or name.startswith(self.prefixes) or name == _CAPABILITIES_VARIABLE
+            )
+            if watched and not self._quiet(name, entry):
+                return False
+        for index, prefix in sources:
+            if prefix and self._spells(prefix):
+                return False
+            if (
+                not prefix
+                and self.env_from_checked
+                and _may_get_gpus(pod, *pod.containers[index], self.extra)
+            ):
+                return False
+        return True
+
+    def _quiet(self, name: str, entry: Mapping[str, Any]) -> bool:
+        named = name in self.variables or name.startswith(self.prefixes)
+        if not named and name != _CAPABILITIES_VARIABLE:
+            return True
+        value = entry.get("value", "")
+        if "valueFrom" in entry or type(value) is not str:
+            return False
+        if named and value not in self.quiet:
+            return False
+        return name != _CAPABILITIES_VARIABLE or _known_capabilities(value, self.capabilities)
+
+    def _spells(self, prefix: str) -> bool:
+        """An envFrom prefix that could spell a device variable (the template's spelled_by)."""
+        if any(variable.startswith(prefix) for variable in self.variables):
+            return True
+        return any(family.startswith(prefix) or prefix.startswith(family) for family in self.prefixes)
+
+
+def device_environment(parameters: Parameters) -> Check | None:
     variables = _strings(parameters, "variables", _DEVICE_VARIABLES)
     prefixes = _strings(parameters, "variablePrefixes", _DEVICE_PREFIXES)
     quiet = _strings(parameters, "allowedValues", _QUIET_VALUES)
     capabilities = _strings(parameters, "allowedDriverCapabilities", _DRIVER_CAPABILITIES)
     extra = _strings(parameters, "extraGpuResources", [])
     if variables is None or prefixes is None or quiet is None or capabilities is None or extra is None:
-        return False
-    env_from_checked = parameters.get("allowEnvFrom") is not True
-    for field, container in pod.containers:
-        if not _quiet_env(_optional(container, "env"), (variables, prefixes), quiet, capabilities):
-            return False
-        sources = _optional(container, "envFrom")
-        if not isinstance(sources, list) or not all(isinstance(s, Mapping) for s in sources):
-            return False
-        for source in sources:
-            prefix = source.get("prefix", "")
-            if type(prefix) is not str:
-                return False
-            if prefix and _spells(prefix, variables, prefixes):
-                return False
-            if not prefix and env_from_checked and _may_get_gpus(pod, field, container, extra):
-                return False
-    return True
+        return None
+    rules = _DeviceRules(
+        frozenset(variables),
+        tuple(prefixes),
+        frozenset(quiet),
+        frozenset(capabilities),
+        frozenset(extra),
+        env_from_checked=parameters.get("allowEnvFrom") is not True,
+    )
+    return rules.check
 
 
-def _spells(prefix: str, variables: list[str], prefixes: list[str]) -> bool:
-    """An envFrom prefix that could spell a device variable (the template's spelled_by)."""
-    if any(variable.startswith(prefix) for variable in variables):
-        return True
-    return any(family.startswith(prefix) or prefix.startswith(family) for family in prefixes)
-
-
-def _quiet_env(
-    env: Any, device: tuple[list[str], list[str]], quiet: list[str], capabilities: list[str]
-) -> bool:
-    if not isinstance(env, list) or not all(isinstance(e, Mapping) for e in env):
-        return False
-    variables, prefixes = device
-    for entry in env:
-        name = entry.get("name")
-        if type(name) is not str:
-            return False  # left to Rego, as every odd type is
-        named = name in variables or name.startswith(tuple(prefixes))
-        if not named and name != _CAPABILITIES_VARIABLE:
-            continue
-        value = entry.get("value", "")
-        if "valueFrom" in entry or type(value) is not str:
-            return False
-        if named and value not in quiet:
-            return False
-        if name == _CAPABILITIES_VARIABLE and not _known_capabilities(value, capabilities):
-            return False
-    return True
-
-
-def _known_capabilities(value: str, allowed: list[str]) -> bool:
+def _known_capabilities(value: str, allowed: frozenset[str]) -> bool:
     for part in value.split(","):
         word = _CAPABILITY_WORD.fullmatch(part)
         if word is None or (word[1] and word[1] not in allowed):
@@ -208,7 +217,7 @@ def _known_capabilities(value: str, allowed: list[str]) -> bool:
     return True
 
 
-def _may_get_gpus(pod: PodCreate, field: str, container: Mapping[str, Any], extra: list[str]) -> bool:
+def _may_get_gpus(pod: PodCreate, field: str, container: Mapping[str, Any], extra: frozenset[str]) -> bool:
     """True unless the container certainly gets no GPU (the bundle's gets_gpu is false)."""
     accelerators = pod.gpu.get("names", [])
     if not isinstance(accelerators, list):
@@ -240,110 +249,139 @@ def _may_get_gpus(pod: PodCreate, field: str, container: Mapping[str, Any], extr
 # GpuHostPaths: no hostPath volume at all; any hostPath is left to Rego.
 
 
-def host_paths(pod: PodCreate, parameters: Parameters) -> bool:
-    volumes = _optional(pod.spec, "volumes")
-    if not isinstance(volumes, list):
-        return False
-    return all(isinstance(v, Mapping) and v.get("hostPath") is None for v in volumes)
+def host_paths(parameters: Parameters) -> Check | None:
+    return _no_host_path
+
+
+def _no_host_path(pod: PodCreate) -> bool:
+    return pod.facts.no_host_path
 
 
 # GpuDeviceListMounts: no mount path names nvidia-container-devices.
 
 
-def device_list_mounts(pod: PodCreate, parameters: Parameters) -> bool:
-    for _, container in pod.containers:
-        mounts = _optional(container, "volumeMounts")
-        if not isinstance(mounts, list):
-            return False
-        for mount in mounts:
-            if not isinstance(mount, Mapping):
-                return False
-            path = mount.get("mountPath")
-            if type(path) is not str or "nvidia-container-devices" in path:
-                return False
-    return True
+def device_list_mounts(parameters: Parameters) -> Check | None:
+    return _no_device_list_mount
+
+
+def _no_device_list_mount(pod: PodCreate) -> bool:
+    return pod.facts.no_device_list_mount
 
 
 # GpuCdiAnnotations: no annotation the container runtime reads as a CDI device request.
 
 
-def cdi_annotations(pod: PodCreate, parameters: Parameters) -> bool:
+def cdi_annotations(parameters: Parameters) -> Check | None:
     prefixes = _strings(parameters, "annotationPrefixes", [])
-    annotations = pod.metadata.get("annotations", {})
-    if prefixes is None or not isinstance(annotations, Mapping):
-        return False
-    return not any(_cdi_key(key, prefixes) for key in annotations)
+    if prefixes is None:
+        return None
+    starts = tuple(prefixes)
 
+    def check(pod: PodCreate) -> bool:
+        keys = pod.facts.annotation_keys  # None also when a key is not a string: left to Rego
+        if keys is None or not pod.facts.no_cdi_domain_key:
+            return False
+        return not starts or not any(key.startswith(starts) for key in keys)
 
-def _cdi_key(key: Any, prefixes: list[str]) -> bool:
-    if not isinstance(key, str):
-        return True
-    domain, slash, _ = key.partition("/")
-    cdi_domain = domain == "cdi.k8s.io" or domain.endswith(".cdi.k8s.io")
-    return (bool(slash) and cdi_domain) or key.startswith(tuple(prefixes))
+    return check
 
 
 # GpuHostNamespaces: neither hostIPC, hostPID nor (unless allowed) hostNetwork is true.
 
 
-def host_namespaces(pod: PodCreate, parameters: Parameters) -> bool:
+def host_namespaces(parameters: Parameters) -> Check | None:
     network_checked = parameters.get("allowHostNetwork", False) is not True
-    if network_checked and pod.spec.get("hostNetwork") is True:
-        return False
-    return pod.spec.get("hostIPC") is not True and pod.spec.get("hostPID") is not True
+
+    def check(pod: PodCreate) -> bool:
+        if network_checked and pod.spec.get("hostNetwork") is True:
+            return False
+        return pod.spec.get("hostIPC") is not True and pod.spec.get("hostPID") is not True
+
+    return check
 
 
 # GpuMaxPerPod: gpu-webhook's count (input.gpu) is at most `max`, and was read without error.
 
 
-def max_per_pod(pod: PodCreate, parameters: Parameters) -> bool:
-    limit, devices = parameters.get("max"), pod.gpu.get("devices")
-    if "error" in pod.gpu or type(devices) is not int or type(limit) is not int:
-        return False
-    return devices <= limit
+def max_per_pod(parameters: Parameters) -> Check | None:
+    limit = parameters.get("max")
+    if type(limit) is not int:
+        return None
+
+    def check(pod: PodCreate) -> bool:
+        devices = pod.gpu.get("devices")
+        return "error" not in pod.gpu and type(devices) is int and devices <= limit
+
+    return check
 
 
 # GpuPresetNodeName: spec.nodeName is unset or empty.
 
 
-def preset_node_name(pod: PodCreate, parameters: Parameters) -> bool:
+def preset_node_name(parameters: Parameters) -> Check | None:
+    return _no_node_name
+
+
+def _no_node_name(pod: PodCreate) -> bool:
     return bool(pod.spec.get("nodeName", "") == "")
 
 
 # GpuPrivilegedContainer: no container is privileged.
 
 
-def privileged_container(pod: PodCreate, parameters: Parameters) -> bool:
-    for _, container in pod.containers:
-        context = _optional(container, "securityContext")
-        if context != [] and (not isinstance(context, Mapping) or context.get("privileged") is True):
-            return False
-    return True
+def privileged_container(parameters: Parameters) -> Check | None:
+    return _unprivileged
+
+
+def _unprivileged(pod: PodCreate) -> bool:
+    return pod.facts.unprivileged
 
 
 # GpuSchedulerAnnotations: on create, no annotation or label that a GPU scheduler owns. A key the
 # template might allow (KAI's ConfigMap name) is left to the Rego.
 
 
-def scheduler_annotations(pod: PodCreate, parameters: Parameters) -> bool:
-    return all(_owns_none(pod.metadata, parameters, kind) for kind in ("annotations", "labels"))
+@dataclass(frozen=True)
+class _Owned:
+    """The keys of one kind (annotations or labels) that a scheduler owns."""
+
+    keys: frozenset[str]
+    prefixes: tuple[str, ...]
+    patterns: tuple[tuple[str, str], ...]  # (prefix, suffix)
+    pattern_prefixes: tuple[str, ...]  # a key that starts with none of these matches no pattern
+
+    def none_in(self, keys: tuple[str, ...] | None) -> bool:
+        if keys is None:
+            return False
+        for key in keys:
+            if key in self.keys or key.startswith(self.prefixes):
+                return False
+            if key.startswith(self.pattern_prefixes) and any(
+                key.startswith(prefix) and key.endswith(suffix) for prefix, suffix in self.patterns
+            ):
+                return False
+        return True
 
 
-def _owns_none(metadata: Mapping[str, Any], parameters: Parameters, kind: str) -> bool:
+def scheduler_annotations(parameters: Parameters) -> Check | None:
+    annotations, labels = _owned(parameters, "annotations"), _owned(parameters, "labels")
+    if annotations is None or labels is None:
+        return None
+
+    def check(pod: PodCreate) -> bool:
+        return annotations.none_in(pod.facts.annotation_keys) and labels.none_in(pod.facts.label_keys)
+
+    return check
+
+
+def _owned(parameters: Parameters, kind: str) -> _Owned | None:
     singular = kind[:-1]
     listed = _strings(parameters, kind, [])
     prefixes = _strings(parameters, f"{singular}Prefixes", [])
     patterns = _patterns(parameters.get(f"{singular}Patterns", []))
-    keys = metadata.get(kind, {})
-    if listed is None or prefixes is None or patterns is None or not isinstance(keys, Mapping):
-        return False
-    owned, starts = set(listed), tuple(prefixes)
-    for key in keys:
-        if key in owned or key.startswith(starts):
-            return False
-        if any(key.startswith(prefix) and key.endswith(suffix) for prefix, suffix in patterns):
-            return False
-    return True
+    if listed is None or prefixes is None or patterns is None:
+        return None
+    return _Owned(frozenset(listed), tuple(prefixes), tuple(patterns), tuple(p for p, _ in patterns))
 
 
 def _patterns(value: Any) -> list[tuple[str, str]] | None:

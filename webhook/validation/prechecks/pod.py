@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.validation.prechecks.facts import OBJECT, PodFacts, pod_facts
+
 CONTAINER_FIELDS = ("containers", "initContainers", "ephemeralContainers")
 
 
@@ -19,6 +21,8 @@ class PodCreate:
     gpu: Mapping[str, Any]
     # input.review.userInfo, for rules that exempt users or groups.
     user: Mapping[str, Any]
+    # What the prechecks read of the pod, read once for all of them.
+    facts: PodFacts
 
 
 def pod_create(review: Mapping[str, Any], gpu: Mapping[str, Any]) -> PodCreate | None:
@@ -32,16 +36,21 @@ def pod_create(review: Mapping[str, Any], gpu: Mapping[str, Any]) -> PodCreate |
     if operation not in ("CREATE", "") or review.get("oldObject") is not None:
         return None
     obj = review.get("object")
-    if not isinstance(obj, Mapping) or obj.get("kind") != "Pod":
+    if not isinstance(obj, OBJECT) or obj.get("kind") != "Pod":
         return None
     spec, metadata = obj.get("spec"), obj.get("metadata", {})
-    if not isinstance(spec, Mapping) or not isinstance(metadata, Mapping):
+    if not isinstance(spec, OBJECT) or not isinstance(metadata, OBJECT):
         return None
     containers: list[tuple[str, Mapping[str, Any]]] = []
     for field in CONTAINER_FIELDS:
         listed = spec.get(field, [])
-        if not isinstance(listed, list) or not all(isinstance(c, Mapping) for c in listed):
+        if not isinstance(listed, list):
             return None
-        containers += [(field, c) for c in listed]
+        for container in listed:
+            if not isinstance(container, OBJECT):
+                return None
+            containers.append((field, container))
     user = review.get("userInfo")
-    return PodCreate(spec, metadata, tuple(containers), gpu, user if isinstance(user, Mapping) else {})
+    every = tuple(containers)
+    facts = pod_facts(spec, metadata, every)
+    return PodCreate(spec, metadata, every, gpu, user if isinstance(user, OBJECT) else {}, facts)

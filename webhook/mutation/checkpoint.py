@@ -31,7 +31,8 @@ def checkpoint(target: PodTarget, context: MutationContext) -> bool:
     native = config.native_sidecar and _native_supported(target, context)
     changed = _volume(target, config)
     changed |= _sidecar(target, config, native)
-    for container in _gpu_containers(target, context):
+    for original in _gpu_containers(target, context):
+        container = context.draft.container(target.spec, original)
         changed |= _mount(container, config)
         changed |= _env(container, config)
     changed |= _grace_period(target, config)

@@ -45,14 +45,15 @@ def _diff_dicts(
     for key, value in after.items():
         if key not in before:
             found.append({"op": "add", "path": f"{path}/{escape(key)}", "value": value})
-            continue
-        _diff_child(before[key], value, path, escape(key), found)
+        elif before[key] is not value:  # a part the draft shares is equal: no call, no escape
+            _diff_child(before[key], value, path, escape(key), found)
 
 
 def _diff_lists(before: list[Any], after: list[Any], path: str, found: list[PatchOperation]) -> None:
     common = min(len(before), len(after))
     for index in range(common):
-        _diff_child(before[index], after[index], path, str(index), found)
+        if before[index] is not after[index]:
+            _diff_child(before[index], after[index], path, str(index), found)
     for index in range(common, len(after)):
         found.append({"op": "add", "path": f"{path}/{index}", "value": after[index]})
     for index in range(len(before) - 1, common - 1, -1):

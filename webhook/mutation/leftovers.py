@@ -26,7 +26,6 @@ from webhook.accounting import names
 from webhook.accounting.needs import CORES, MEMORY
 from webhook.accounting.target import PodTarget
 from webhook.errors import AdmissionDenied
-from webhook.fields import mapping
 from webhook.mutation import resources
 from webhook.mutation.context import MutationContext
 from webhook.mutation.sharing import KAI_CONTAINER, MODE_SCHEDULERS
@@ -50,7 +49,8 @@ def hami_leftovers(target: PodTarget, context: MutationContext) -> bool:
             f"{context.mode} has no per-pod memory or compute limit: remove them, or use a mig or hami policy"
         )
     memory, cores = _largest(target, context, [asks for _, asks in found])
-    for container, _ in found:
+    for original, _ in found:
+        container = context.draft.container(target.spec, original, resources=True)
         _keep_one_gpu(container)
         for name in HAMI_RESOURCES:
             resources.drop(container, name)
@@ -122,7 +122,7 @@ def _keep_one_gpu(container: dict[str, Any]) -> None:
 
 def _record(target: PodTarget, context: MutationContext, memory: int | None, cores: int | None) -> None:
     needs = context.needs
-    annotations = mapping(target.metadata, "annotations")
+    annotations = context.draft.mapping(target.metadata, "annotations")
     if memory is not None and (needs.memory_mib is None or memory > needs.memory_mib):
         annotations[MEMORY] = f"{memory}Mi"
         needs = replace(needs, memory_mib=memory)
@@ -160,7 +160,7 @@ def kai_leftovers(target: PodTarget, context: MutationContext) -> bool:
             f"{target.describe()} asks for a KAI GPU fraction, which only kai-scheduler reads; "
             f"{context.mode} has no per-pod memory limit: remove it, or use a mig or hami policy"
         )
-    container = _fraction_container(target)
+    container = context.draft.container(target.spec, _fraction_container(target), resources=True)
     devices, memory, percent = _kai_ask(target, context)
     if resources.whole_gpus(container) is None:
         resources.put(container, gpu.GPU, str(devices), ("limits",))
@@ -168,7 +168,7 @@ def kai_leftovers(target: PodTarget, context: MutationContext) -> bool:
         resources.put_if_absent(container, gpu.HAMI_MEMORY_PERCENT, str(percent), ("limits",))
     elif context.mode in (*TRANSLATED_MODES, "hami"):
         _record(target, context, memory, None)
-    metadata_annotations = mapping(target.metadata, "annotations")
+    metadata_annotations = context.draft.mapping(target.metadata, "annotations")
     for key in KAI_ANNOTATIONS:
         metadata_annotations.pop(key, None)
     context.warn(f"KAI's GPU fraction became {devices} {gpu.GPU} for the {context.mode} policy")

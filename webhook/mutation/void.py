@@ -230,10 +230,11 @@ def void_devices(target: PodTarget, context: MutationContext) -> bool:
     claims = claim_gpus(target.pod, context.dra, context.namespace)
     changed = False
     for found in list(containers_without_gpus(target.pod, context.shared_names, claims=claims)):
-        env = found.container.get("env")
+        container = context.draft.container(target.spec, found.container)
+        env = container.get("env")
         if found.entry is not None:
-            env[found.entry]["value"] = VOID  # type: ignore[index]
+            context.draft.own(context.draft.own(container, "env"), found.entry)["value"] = VOID
         else:
-            found.container["env"] = [*env, dict(ENTRY)] if isinstance(env, list) else [dict(ENTRY)]
+            container["env"] = [*env, dict(ENTRY)] if isinstance(env, list) else [dict(ENTRY)]
         changed = True
     return changed

@@ -18,6 +18,9 @@ from typing import Any
 from webhook.types import PatchOperation
 
 
+_ABSENT = object()
+
+
 def diff(before: Any, after: Any) -> list[PatchOperation]:
     found: list[PatchOperation] = []
     _diff(before, after, "", found)
@@ -43,10 +46,11 @@ def _diff_dicts(
         if key not in after:
             found.append({"op": "remove", "path": f"{path}/{escape(key)}"})
     for key, value in after.items():
-        if key not in before:
+        old = before.get(key, _ABSENT)
+        if old is _ABSENT:
             found.append({"op": "add", "path": f"{path}/{escape(key)}", "value": value})
-        elif before[key] is not value:  # a part the draft shares is equal: no call, no escape
-            _diff_child(before[key], value, path, escape(key), found)
+        elif old is not value:  # a part the draft shares is equal: no call, no escape
+            _diff_child(old, value, path, escape(key), found)
 
 
 def _diff_lists(before: list[Any], after: list[Any], path: str, found: list[PatchOperation]) -> None:

@@ -16,9 +16,11 @@ property tests in tests/mutation hold every mode to the old clone-and-diff engin
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from webhook.accounting.target import TEMPLATE_PATHS
+from webhook.accounting.target import CONTAINER_LISTS, TEMPLATE_PATHS, PodTarget
+from webhook.fields import mapping
 
 # Every list a mutator may write a container of: void reaches ephemeral containers too.
 LISTS = ("initContainers", "containers", "ephemeralContainers")
@@ -44,7 +46,7 @@ class Draft:
         for key in ("metadata", "spec"):
             if isinstance(node.get(key), dict):
                 self.own(node, key)
-        return root
+        return root  # type: ignore[no-any-return]
 
     def own(self, parent: Any, key: Any) -> Any:
         """`parent[key]`, a dict or list, made writable; `parent` must be writable itself."""
@@ -87,6 +89,10 @@ class Draft:
                     return self._own_resources(owned) if resources else owned
         raise LookupError("not one of the pod's containers")  # a mutator's error, never the user's
 
+    def container_at(self, spec: dict[str, Any], list_name: str, index: int) -> dict[str, Any]:
+        """container(), for a caller that knows where the container is."""
+        return self.own(self.own(spec, list_name), index)  # type: ignore[no-any-return]
+
     def _own_resources(self, container: dict[str, Any]) -> dict[str, Any]:
         resources = container.get("resources")
         if isinstance(resources, dict):
@@ -100,3 +106,36 @@ class Draft:
         copied = node.copy()
         self._owned[id(copied)] = copied
         return copied
+
+
+class _Looked:
+    """A PodTarget child dict looked up on first read and kept (functools.cached_property, but
+    without its lock, which costs more than the lookup it saves)."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def __get__(self, target: PodTarget, _owner: type) -> dict[str, Any]:
+        found = target.__dict__[self.key] = mapping(target.pod, self.key)
+        return found
+
+
+@dataclass(frozen=True)
+class DraftTarget(PodTarget):
+    """The pod in a draft. Its metadata and spec dicts stay in place once handed out (no mutator
+    replaces them), so each is looked up once instead of on every one of the mutators' reads."""
+
+    metadata = _Looked("metadata")
+    spec = _Looked("spec")
+
+
+def containers(target: PodTarget) -> list[tuple[str, int, dict[str, Any]]]:
+    """(list name, index, container) for init containers, then app containers, as they are now:
+    one list built in one call, where the mutators look at the pod's containers."""
+    found: list[tuple[str, int, dict[str, Any]]] = []
+    spec = target.pod.get("spec")
+    for list_name in CONTAINER_LISTS if isinstance(spec, dict) else ():
+        items = spec.get(list_name)  # type: ignore[union-attr]
+        if isinstance(items, list):
+            found.extend((list_name, i, c) for i, c in enumerate(items) if isinstance(c, dict))
+    return found

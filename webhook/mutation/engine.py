@@ -33,7 +33,7 @@ from webhook.mutation import hints, inject
 from webhook.mutation.checkpoint import checkpoint
 from webhook.mutation.context import MutationContext
 from webhook.mutation.diff import diff
-from webhook.mutation.draft import Draft
+from webhook.mutation.draft import Draft, DraftTarget
 from webhook.mutation.leftovers import hami_leftovers, kai_leftovers
 from webhook.mutation.shape import check_pod_shape
 from webhook.mutation.sharing import REWRITES
@@ -97,8 +97,9 @@ def mutate_object(
     """
     draft = Draft()
     mutated = draft.adopt(obj)
-    target = pod_target(mutated)
-    assert target is not None, "callers pass objects that hold a pod"
+    found = pod_target(mutated)
+    assert found is not None, "callers pass objects that hold a pod"
+    target = DraftTarget(found.pod, found.kind, found.name, found.owner_labels)
     if not shape_checked:
         check_pod_shape(target)
     needs = read_needs(target)

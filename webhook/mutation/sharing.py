@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -15,17 +16,21 @@ from webhook.errors import AdmissionDenied
 from webhook.fields import mapping
 from webhook.mutation import mig_nodes, resources
 from webhook.mutation.context import MutationContext
+from webhook.mutation.draft import containers
 from webhook.quantity import format_mib
 
 Rewrite = Callable[[PodTarget, MutationContext], bool]
 MODE_SCHEDULERS = {"hami": gpu.HAMI_SCHEDULER, "kai": gpu.KAI_SCHEDULER}
 KAI_CONTAINER = "gpu-fraction-container-name"
+# The same few asks come again and again (a policy's default, a team's usual size): the
+# profile and its explanation are worked out once per ask; the bound keeps hostile asks cheap.
+_fitting_profile = functools.lru_cache(maxsize=512)(gpu.fitting_profile)
 
 
 def gpu_containers(target: PodTarget) -> list[tuple[str, dict[str, Any], resources.WholeGpus]]:
     """Every container (init containers included) that asks for whole GPUs."""
     found = []
-    for list_name, container in target.containers():
+    for list_name, _, container in containers(target):
         try:
             ask = resources.whole_gpus(container)
         except AdmissionDenied as e:
@@ -97,7 +102,7 @@ def mig(target: PodTarget, context: MutationContext) -> bool:
         context.require(mig_nodes.whole_gpus())
     if not sliced:
         return False
-    profile = gpu.fitting_profile(model, memory, cores)
+    profile = _fitting_profile(model, memory, cores)
     if profile is None:
         raise AdmissionDenied(_too_large(target, memory, cores, model))
     context.warn(_explanation(model, memory, cores, profile))
@@ -145,6 +150,7 @@ def _multi_gpu(
     return False
 
 
+@functools.lru_cache(maxsize=512)
 def _explanation(model: str, memory: int, cores: int | None, profile: gpu.MigProfile) -> str:
     size = "measured" if gpu.memory_is_measured(model) else "nominal"
     asked = format_mib(memory) + (f" and {cores}% compute" if cores else "")
@@ -436,7 +442,7 @@ def _dra_profile(target: PodTarget, context: MutationContext) -> gpu.MigProfile 
     model = sharing.gpu_model or ""
     memory = context.needs.memory_mib or sharing.default_memory_mib or 1
     cores = context.needs.cores or sharing.cores
-    profile = gpu.fitting_profile(model, memory, cores)
+    profile = _fitting_profile(model, memory, cores)
     if profile is None:
         raise AdmissionDenied(_too_large(target, memory, cores, model))
     context.warn(_explanation(model, memory, cores, profile))

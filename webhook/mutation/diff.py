@@ -69,8 +69,12 @@ def _diff_child(before: Any, after: Any, parent: str, key: str, found: list[Patc
     if before is after:
         return
     kind = type(after)
-    if type(before) is not kind or kind is dict or kind is list:
-        _diff(before, after, f"{parent}/{key}", found)
+    if type(before) is not kind:
+        found.append({"op": "replace", "path": f"{parent}/{key}", "value": after})
+    elif kind is dict:
+        _diff_dicts(before, after, f"{parent}/{key}", found)
+    elif kind is list:
+        _diff_lists(before, after, f"{parent}/{key}", found)
     elif before != after:
         found.append({"op": "replace", "path": f"{parent}/{key}", "value": after})
 

@@ -61,6 +61,7 @@ class Draft:
         child = parent.get(key)
         if not isinstance(child, dict):
             child = parent[key] = {}
+            self._owned[id(child)] = child
             return child
         return self.own(parent, key)  # type: ignore[no-any-return]
 
@@ -69,6 +70,7 @@ class Draft:
         child = parent.get(key)
         if not isinstance(child, list):
             child = parent[key] = []
+            self._owned[id(child)] = child
             return child
         return self.own(parent, key)  # type: ignore[no-any-return]
 
@@ -136,6 +138,7 @@ def containers(target: PodTarget) -> list[tuple[str, int, dict[str, Any]]]:
     spec = target.pod.get("spec")
     for list_name in CONTAINER_LISTS if isinstance(spec, dict) else ():
         items = spec.get(list_name)  # type: ignore[union-attr]
-        if isinstance(items, list):
-            found.extend((list_name, i, c) for i, c in enumerate(items) if isinstance(c, dict))
+        for index, container in enumerate(items) if isinstance(items, list) else ():
+            if isinstance(container, dict):
+                found.append((list_name, index, container))
     return found

@@ -17,7 +17,6 @@ from typing import Any
 
 from webhook.types import PatchOperation
 
-
 _ABSENT = object()
 
 

@@ -28,18 +28,19 @@ from webhook.accounting.target import PodTarget
 from webhook.errors import AdmissionDenied
 from webhook.mutation import resources
 from webhook.mutation.context import MutationContext
+from webhook.mutation.draft import containers
 from webhook.mutation.sharing import KAI_CONTAINER, MODE_SCHEDULERS
 from webhook.quantity import format_mib
 
 HAMI_RESOURCES = (gpu.HAMI_MEMORY, gpu.HAMI_MEMORY_PERCENT, gpu.HAMI_CORES)
+_HAMI_NAMES = frozenset(HAMI_RESOURCES)
 TRANSLATED_MODES = ("mig", "kai")
 
 
 def hami_leftovers(target: PodTarget, context: MutationContext) -> bool:
     if _owned_by(target, context, "hami", gpu.HAMI_SCHEDULER):
         return False
-    found = [(c, _hami_asks(target, c)) for _, c in target.containers()]
-    found = [(c, asks) for c, asks in found if asks]
+    found = [(c, asks) for _, _, c in containers(target) if (asks := _hami_asks(target, c))]
     if not found:
         return False
     names = ", ".join(sorted({n for _, asks in found for n in asks}))
@@ -84,6 +85,8 @@ def final_scheduler(target: PodTarget, context: MutationContext) -> str | None:
 def _hami_asks(target: PodTarget, container: dict[str, Any]) -> dict[str, int]:
     asks: dict[str, int] = {}
     for values in resources.sections(container).values():
+        if _HAMI_NAMES.isdisjoint(values):
+            continue  # nearly every container: one set look instead of one per name
         for name in HAMI_RESOURCES:
             if name in values:
                 try:

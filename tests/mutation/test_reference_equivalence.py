@@ -1,8 +1,9 @@
 """Speed never changes a patch: the engine's one ordered pass against a plain reference.
 
-The engine clones with orjson, runs each mutator once in its fixed order and diffs with its
-own structural walk. The reference does what Gatekeeper's mutation system does: a deep
-copy, and every mutator run round after round until none changes anything (at most
+The engine runs each mutator once in its fixed order over a copy-on-write draft and diffs
+what they wrote with its own structural walk (tests/mutation/test_draft_equivalence.py holds
+it to the clone-and-diff engine it replaced). The reference does what Gatekeeper's mutation
+system does: a deep copy, and every mutator run round after round until none changes anything (at most
 len(mutators) + 1 rounds, else an error). For every pod and every policy:
 - both give the same object and the same warnings;
 - the engine's patch, applied by jsonpatch, rebuilds that object from the submitted one;

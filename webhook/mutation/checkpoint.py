@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from webhook import kubeversion
 from webhook.accounting import names
 from webhook.accounting.target import PodTarget
 from webhook.errors import AdmissionDenied
 from webhook.mutation import resources
 from webhook.mutation.context import MutationContext
+from webhook.mutation.draft import containers
 from webhook.mutation.sharing import KAI_CONTAINER
 from webhook.sharing_policy import Checkpoint
 
@@ -17,6 +20,7 @@ NAME = "gpuwebhook-checkpoint"
 DIR_ENV = "CHECKPOINT_DIR"
 INTERVAL_ENV = "CHECKPOINT_INTERVAL_SECONDS"
 DEFAULT_RESOURCES = {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}}
+_NO_NAME = object()
 SECURITY_CONTEXT = {
     "allowPrivilegeEscalation": False,
     "capabilities": {"drop": ["ALL"]},
@@ -30,8 +34,9 @@ def checkpoint(target: PodTarget, context: MutationContext) -> bool:
         return False
     native = config.native_sidecar and _native_supported(target, context)
     changed = _volume(target, config)
-    changed |= _sidecar(target, config, native)
-    for container in _gpu_containers(target, context):
+    changed |= _sidecar(target, config, native, containers(target))
+    for original in _gpu_containers(target, context, containers(target)):
+        container = context.draft.container(target.spec, original)
         changed |= _mount(container, config)
         changed |= _env(container, config)
     changed |= _grace_period(target, config)
@@ -73,8 +78,10 @@ def _volume(target: PodTarget, config: Checkpoint) -> bool:
     return True
 
 
-def _sidecar(target: PodTarget, config: Checkpoint, native: bool) -> bool:
-    if any(c.get("name") == NAME for _, c in target.containers()):
+def _sidecar(
+    target: PodTarget, config: Checkpoint, native: bool, found: list[tuple[str, int, dict[str, Any]]]
+) -> bool:
+    if NAME in {c.get("name") for _, _, c in found}:
         return False
     container = _agent(config)
     if not native:
@@ -91,6 +98,24 @@ def _sidecar(target: PodTarget, config: Checkpoint, native: bool) -> bool:
 
 
 def _agent(config: Checkpoint) -> dict[str, Any]:
+    """A fresh agent container, decoded from the policy's agent encoded once (a pod's own copy,
+    several times cheaper than building and copying it for each pod)."""
+    found = _AGENTS.get(id(config))
+    if found is None or found[0] is not config:
+        if len(_AGENTS) >= _AGENTS_KEPT:
+            _AGENTS.clear()  # policies reloaded many times: start again rather than grow
+        agent = _build_agent(config)
+        encoded = orjson.dumps(agent)
+        # Only plain JSON data survives the round trip unchanged; anything else is copied as before.
+        found = _AGENTS[id(config)] = (config, encoded if orjson.loads(encoded) == agent else None)
+    return orjson.loads(found[1]) if found[1] is not None else _build_agent(config)
+
+
+_AGENTS_KEPT = 64
+_AGENTS: dict[int, tuple[Checkpoint, bytes | None]] = {}  # by policy, which the entry keeps alive
+
+
+def _build_agent(config: Checkpoint) -> dict[str, Any]:
     return {
         "name": NAME,
         "image": config.image,
@@ -105,18 +130,27 @@ def _agent(config: Checkpoint) -> dict[str, Any]:
     }
 
 
-def _gpu_containers(target: PodTarget, context: MutationContext) -> list[dict[str, Any]]:
+def _gpu_containers(
+    target: PodTarget, context: MutationContext, found: list[tuple[str, int, dict[str, Any]]]
+) -> list[dict[str, Any]]:
     """App and init containers that use a GPU (KAI's fraction container included): they write
     checkpoints, so they get the volume and where it is."""
-    found = [c for _, c in target.containers() if c.get("name") != NAME]
-    app = [c for c in target.spec.get("containers") or [] if c.get("name") != NAME]
-    kai_name = target.annotations.get(KAI_CONTAINER) or (app[0].get("name") if app else None)
-    kai_pod = names.asks_kai_share(target.annotations)
+    shared, kai_name = context.shared_names, _kai_name(target)
     return [
         c
-        for c in found
-        if resources.uses_gpu(c, context.shared_names) or (kai_pod and c.get("name") == kai_name)
+        for _, _, c in found
+        if c.get("name") != NAME and (resources.uses_gpu(c, shared) or c.get("name") == kai_name)
     ]
+
+
+def _kai_name(target: PodTarget) -> object:
+    """The name of the container KAI gives its fraction to, when the pod asks KAI for one; else
+    a value no name equals."""
+    annotations = target.annotations
+    if not names.asks_kai_share(annotations):
+        return _NO_NAME
+    app = [c for c in target.spec.get("containers") or [] if c.get("name") != NAME]
+    return annotations.get(KAI_CONTAINER) or (app[0].get("name") if app else None)
 
 
 def _mount(container: dict[str, Any], config: Checkpoint) -> bool:

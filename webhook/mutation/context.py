@@ -9,6 +9,7 @@ from webhook.accounting.needs import PodNeeds
 from webhook.capacity import CapacityView
 from webhook.dra.index import DraIndex
 from webhook.kubeversion import Version
+from webhook.mutation.draft import Draft
 from webhook.sharing_policy import SharingPolicy
 
 
@@ -26,6 +27,9 @@ class MutationContext:
     # The DRA snapshot and the pod's namespace: which of its claims get GPUs (the device variable).
     dra: DraIndex | None = None
     namespace: str = ""
+    # What the mutators may write (webhook/mutation/draft.py); a caller that passes its own
+    # clone of the pod (the /validate sharing check) has every part writable.
+    draft: Draft = field(default_factory=lambda: Draft(in_place=True))
 
     def warn(self, message: str) -> None:
         self.warnings[message] = None  # one may say it of several containers; say it once

@@ -17,6 +17,8 @@ from typing import Any
 
 from webhook.types import PatchOperation
 
+_ABSENT = object()
+
 
 def diff(before: Any, after: Any) -> list[PatchOperation]:
     found: list[PatchOperation] = []
@@ -43,16 +45,18 @@ def _diff_dicts(
         if key not in after:
             found.append({"op": "remove", "path": f"{path}/{escape(key)}"})
     for key, value in after.items():
-        if key not in before:
+        old = before.get(key, _ABSENT)
+        if old is _ABSENT:
             found.append({"op": "add", "path": f"{path}/{escape(key)}", "value": value})
-            continue
-        _diff_child(before[key], value, path, escape(key), found)
+        elif old is not value:  # a part the draft shares is equal: no call, no escape
+            _diff_child(old, value, path, escape(key), found)
 
 
 def _diff_lists(before: list[Any], after: list[Any], path: str, found: list[PatchOperation]) -> None:
     common = min(len(before), len(after))
     for index in range(common):
-        _diff_child(before[index], after[index], path, str(index), found)
+        if before[index] is not after[index]:
+            _diff_child(before[index], after[index], path, str(index), found)
     for index in range(common, len(after)):
         found.append({"op": "add", "path": f"{path}/{index}", "value": after[index]})
     for index in range(len(before) - 1, common - 1, -1):
@@ -64,8 +68,12 @@ def _diff_child(before: Any, after: Any, parent: str, key: str, found: list[Patc
     if before is after:
         return
     kind = type(after)
-    if type(before) is not kind or kind is dict or kind is list:
-        _diff(before, after, f"{parent}/{key}", found)
+    if type(before) is not kind:
+        found.append({"op": "replace", "path": f"{parent}/{key}", "value": after})
+    elif kind is dict:
+        _diff_dicts(before, after, f"{parent}/{key}", found)
+    elif kind is list:
+        _diff_lists(before, after, f"{parent}/{key}", found)
     elif before != after:
         found.append({"op": "replace", "path": f"{parent}/{key}", "value": after})
 

@@ -21,7 +21,6 @@ from webhook.accounting import names
 from webhook.accounting.count import count_gpus
 from webhook.accounting.target import PodTarget
 from webhook.capacity import MIG, SHARED, WHOLE, NodeCapacity
-from webhook.fields import mapping, sequence
 from webhook.mutation.context import MutationContext
 from webhook.mutation.node_terms import HOSTNAME, admits, node_facts
 
@@ -43,8 +42,8 @@ def prefer_underutilized(target: PodTarget, context: MutationContext) -> bool:
     nodes = view.snapshot.best_nodes(kind, demand, config.max_nodes, lambda n: _admitted(target, n))
     if not nodes:
         return False
-    _add_preference(target, config.weight, nodes)
-    mapping(target.metadata, "annotations")[HINTS_ANNOTATION] = ",".join(nodes)
+    _add_preference(target, context, config.weight, nodes)
+    context.draft.mapping(target.metadata, "annotations")[HINTS_ANNOTATION] = ",".join(nodes)
     return True
 
 
@@ -76,12 +75,13 @@ def _admitted(target: PodTarget, node: NodeCapacity) -> bool:
     return admits(target.spec, node.node, node_facts(node.node, node.products))
 
 
-def _add_preference(target: PodTarget, weight: int, nodes: tuple[str, ...]) -> None:
+def _add_preference(target: PodTarget, context: MutationContext, weight: int, nodes: tuple[str, ...]) -> None:
     term = {
         "weight": weight,
         "preference": {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": list(nodes)}]},
     }
-    node_affinity = mapping(mapping(target.spec, "affinity"), "nodeAffinity")
-    preferred: list[dict[str, Any]] = sequence(node_affinity, PREFERRED)
+    draft = context.draft
+    node_affinity = draft.mapping(draft.mapping(target.spec, "affinity"), "nodeAffinity")
+    preferred: list[dict[str, Any]] = draft.sequence(node_affinity, PREFERRED)
     if term not in preferred:
         preferred.append(term)

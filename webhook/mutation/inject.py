@@ -10,7 +10,6 @@ from typing import Any
 
 from webhook import gpu
 from webhook.accounting.target import PodTarget
-from webhook.fields import mapping, sequence
 from webhook.mutation.context import MutationContext
 from webhook.mutation.sharing import MODE_SCHEDULERS
 
@@ -66,15 +65,18 @@ def required_affinity(target: PodTarget, context: MutationContext) -> bool:
     wanted = [dict(r) for r in (*context.policy.inject.required, *context.required)]
     if not wanted:
         return False
-    node = mapping(mapping(target.spec, "affinity"), "nodeAffinity")
-    terms: list[dict[str, Any]] = sequence(mapping(node, REQUIRED), "nodeSelectorTerms")
+    draft = context.draft
+    node = draft.mapping(draft.mapping(target.spec, "affinity"), "nodeAffinity")
+    terms: list[dict[str, Any]] = draft.sequence(draft.mapping(node, REQUIRED), "nodeSelectorTerms")
     if not terms:
         terms.append({})
     changed = False
-    for term in terms:
-        expressions = sequence(term, "matchExpressions")
+    for index, term in enumerate(terms):
+        current = term.get("matchExpressions")
+        expressions = current if isinstance(current, list) else []
         missing = [r for r in wanted if r not in expressions]
-        expressions.extend(missing)
+        if missing or not isinstance(current, list):
+            draft.sequence(draft.own(terms, index), "matchExpressions").extend(missing)
         changed |= bool(missing)
     return changed
 
@@ -86,8 +88,9 @@ def preferred_affinity(target: PodTarget, context: MutationContext) -> bool:
     ]
     if not wanted:
         return False
-    node = mapping(mapping(target.spec, "affinity"), "nodeAffinity")
-    existing: list[dict[str, Any]] = sequence(node, PREFERRED)
+    draft = context.draft
+    node = draft.mapping(draft.mapping(target.spec, "affinity"), "nodeAffinity")
+    existing: list[dict[str, Any]] = draft.sequence(node, PREFERRED)
     missing = [w for w in wanted if w not in existing]
     existing.extend(missing)
     return bool(missing)
@@ -125,19 +128,18 @@ def _set_class(
 
 
 def add_labels(target: PodTarget, context: MutationContext) -> bool:
-    return _merge(target.metadata, "labels", context.policy.inject.labels, context.policy.inject.force)
+    return _merge(target, context, "labels", context.policy.inject.labels)
 
 
 def add_annotations(target: PodTarget, context: MutationContext) -> bool:
-    return _merge(
-        target.metadata, "annotations", context.policy.inject.annotations, context.policy.inject.force
-    )
+    return _merge(target, context, "annotations", context.policy.inject.annotations)
 
 
-def _merge(metadata: dict[str, Any], key: str, wanted: Mapping[str, str], force: bool) -> bool:
+def _merge(target: PodTarget, context: MutationContext, key: str, wanted: Mapping[str, str]) -> bool:
     if not wanted:
         return False
-    current: dict[str, str] = mapping(metadata, key)
+    force = context.policy.inject.force
+    current: dict[str, str] = context.draft.mapping(target.metadata, key)
     changes = {k: v for k, v in wanted.items() if (k not in current) or (force and current[k] != v)}
     current.update(changes)
     return bool(changes)

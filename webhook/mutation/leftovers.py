@@ -26,21 +26,21 @@ from webhook.accounting import names
 from webhook.accounting.needs import CORES, MEMORY
 from webhook.accounting.target import PodTarget
 from webhook.errors import AdmissionDenied
-from webhook.fields import mapping
 from webhook.mutation import resources
 from webhook.mutation.context import MutationContext
+from webhook.mutation.draft import containers
 from webhook.mutation.sharing import KAI_CONTAINER, MODE_SCHEDULERS
 from webhook.quantity import format_mib
 
 HAMI_RESOURCES = (gpu.HAMI_MEMORY, gpu.HAMI_MEMORY_PERCENT, gpu.HAMI_CORES)
+_HAMI_NAMES = frozenset(HAMI_RESOURCES)
 TRANSLATED_MODES = ("mig", "kai")
 
 
 def hami_leftovers(target: PodTarget, context: MutationContext) -> bool:
     if _owned_by(target, context, "hami", gpu.HAMI_SCHEDULER):
         return False
-    found = [(c, _hami_asks(target, c)) for _, c in target.containers()]
-    found = [(c, asks) for c, asks in found if asks]
+    found = [(c, asks) for _, _, c in containers(target) if (asks := _hami_asks(target, c))]
     if not found:
         return False
     names = ", ".join(sorted({n for _, asks in found for n in asks}))
@@ -50,7 +50,8 @@ def hami_leftovers(target: PodTarget, context: MutationContext) -> bool:
             f"{context.mode} has no per-pod memory or compute limit: remove them, or use a mig or hami policy"
         )
     memory, cores = _largest(target, context, [asks for _, asks in found])
-    for container, _ in found:
+    for original, _ in found:
+        container = context.draft.container(target.spec, original, resources=True)
         _keep_one_gpu(container)
         for name in HAMI_RESOURCES:
             resources.drop(container, name)
@@ -84,6 +85,8 @@ def final_scheduler(target: PodTarget, context: MutationContext) -> str | None:
 def _hami_asks(target: PodTarget, container: dict[str, Any]) -> dict[str, int]:
     asks: dict[str, int] = {}
     for values in resources.sections(container).values():
+        if _HAMI_NAMES.isdisjoint(values):
+            continue  # nearly every container: one set look instead of one per name
         for name in HAMI_RESOURCES:
             if name in values:
                 try:
@@ -122,7 +125,7 @@ def _keep_one_gpu(container: dict[str, Any]) -> None:
 
 def _record(target: PodTarget, context: MutationContext, memory: int | None, cores: int | None) -> None:
     needs = context.needs
-    annotations = mapping(target.metadata, "annotations")
+    annotations = context.draft.mapping(target.metadata, "annotations")
     if memory is not None and (needs.memory_mib is None or memory > needs.memory_mib):
         annotations[MEMORY] = f"{memory}Mi"
         needs = replace(needs, memory_mib=memory)
@@ -160,7 +163,7 @@ def kai_leftovers(target: PodTarget, context: MutationContext) -> bool:
             f"{target.describe()} asks for a KAI GPU fraction, which only kai-scheduler reads; "
             f"{context.mode} has no per-pod memory limit: remove it, or use a mig or hami policy"
         )
-    container = _fraction_container(target)
+    container = context.draft.container(target.spec, _fraction_container(target), resources=True)
     devices, memory, percent = _kai_ask(target, context)
     if resources.whole_gpus(container) is None:
         resources.put(container, gpu.GPU, str(devices), ("limits",))
@@ -168,7 +171,7 @@ def kai_leftovers(target: PodTarget, context: MutationContext) -> bool:
         resources.put_if_absent(container, gpu.HAMI_MEMORY_PERCENT, str(percent), ("limits",))
     elif context.mode in (*TRANSLATED_MODES, "hami"):
         _record(target, context, memory, None)
-    metadata_annotations = mapping(target.metadata, "annotations")
+    metadata_annotations = context.draft.mapping(target.metadata, "annotations")
     for key in KAI_ANNOTATIONS:
         metadata_annotations.pop(key, None)
     context.warn(f"KAI's GPU fraction became {devices} {gpu.GPU} for the {context.mode} policy")

@@ -95,6 +95,21 @@ def uses_nvidia_gpu(container: dict[str, Any], shared_names: tuple[str, ...] = (
     return _any_name(container, _nvidia, shared_names)
 
 
+def reaches_devices(container: dict[str, Any], shared_names: tuple[str, ...] = ()) -> bool:
+    """uses_nvidia_gpu or asks_device_class, in one look at the container's resources (void asks
+    it of every container of every GPU pod)."""
+    resources = container.get("resources")
+    if not isinstance(resources, dict):
+        return False
+    for section in SECTIONS:
+        values = resources.get(section)
+        if isinstance(values, dict):
+            for name in values:
+                if names.gives_nvidia_gpu(name) or name in shared_names or name.startswith(IMPLICIT_PREFIX):
+                    return True
+    return False
+
+
 def asks_device_class(container: dict[str, Any]) -> bool:
     """A DeviceClass's implicit extended resource, `deviceclass.resource.kubernetes.io/<class>`:
     kube-scheduler claims its devices through DRA."""

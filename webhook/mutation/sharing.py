@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -15,17 +16,21 @@ from webhook.errors import AdmissionDenied
 from webhook.fields import mapping
 from webhook.mutation import mig_nodes, resources
 from webhook.mutation.context import MutationContext
+from webhook.mutation.draft import containers
 from webhook.quantity import format_mib
 
 Rewrite = Callable[[PodTarget, MutationContext], bool]
 MODE_SCHEDULERS = {"hami": gpu.HAMI_SCHEDULER, "kai": gpu.KAI_SCHEDULER}
 KAI_CONTAINER = "gpu-fraction-container-name"
+# The same few asks come again and again (a policy's default, a team's usual size): the
+# profile and its explanation are worked out once per ask; the bound keeps hostile asks cheap.
+_fitting_profile = functools.lru_cache(maxsize=512)(gpu.fitting_profile)
 
 
 def gpu_containers(target: PodTarget) -> list[tuple[str, dict[str, Any], resources.WholeGpus]]:
     """Every container (init containers included) that asks for whole GPUs."""
     found = []
-    for list_name, container in target.containers():
+    for list_name, _, container in containers(target):
         try:
             ask = resources.whole_gpus(container)
         except AdmissionDenied as e:
@@ -55,6 +60,7 @@ def rename(target: PodTarget, context: MutationContext) -> bool:
             context.warn(_shares_warning(ask.count, sharing.allocation_policy))
         if name == gpu.GPU:
             continue
+        container = context.draft.container(target.spec, container, resources=True)
         resources.drop(container, gpu.GPU)
         changed |= resources.put(container, name, str(ask.count), ask.sections)
     return changed
@@ -96,7 +102,7 @@ def mig(target: PodTarget, context: MutationContext) -> bool:
         context.require(mig_nodes.whole_gpus())
     if not sliced:
         return False
-    profile = gpu.fitting_profile(model, memory, cores)
+    profile = _fitting_profile(model, memory, cores)
     if profile is None:
         raise AdmissionDenied(_too_large(target, memory, cores, model))
     context.warn(_explanation(model, memory, cores, profile))
@@ -105,7 +111,8 @@ def mig(target: PodTarget, context: MutationContext) -> bool:
         return False  # slices are nvidia.com/gpu here: the count stays
     context.require(mig_nodes.mixed_strategy(profile, memory, gpu.memory_is_measured(model)))
     changed = False
-    for container, ask in sliced:
+    for original, ask in sliced:
+        container = context.draft.container(target.spec, original, resources=True)
         resources.drop(container, gpu.GPU)
         changed |= resources.put(container, profile.resource, str(ask.count), ask.sections)
     return changed
@@ -143,6 +150,7 @@ def _multi_gpu(
     return False
 
 
+@functools.lru_cache(maxsize=512)
 def _explanation(model: str, memory: int, cores: int | None, profile: gpu.MigProfile) -> str:
     size = "measured" if gpu.memory_is_measured(model) else "nominal"
     asked = format_mib(memory) + (f" and {cores}% compute" if cores else "")
@@ -182,6 +190,7 @@ def hami(target: PodTarget, context: MutationContext) -> bool:
     for _, container, ask in gpu_containers(target):
         if ask.count > 1 and not _share_many(target, container, ask.count, context, _hami_cap(memory, cores)):
             continue
+        container = context.draft.container(target.spec, container, resources=True)
         present = {n for v in resources.sections(container).values() for n in v}
         has_memory = gpu.HAMI_MEMORY in present or gpu.HAMI_MEMORY_PERCENT in present
         if memory is not None and not has_memory:
@@ -232,10 +241,11 @@ def _use_gpu_type(target: PodTarget, context: MutationContext) -> bool:
     sharing = context.policy.sharing
     if not sharing.set_gpu_type or sharing.gpu_model is None:
         return False
-    annotations = mapping(target.metadata, "annotations")
-    if gpu.HAMI_USE_GPU_TYPE in annotations:
+    if gpu.HAMI_USE_GPU_TYPE in target.annotations:
         return False
-    annotations[gpu.HAMI_USE_GPU_TYPE] = gpu.hami_card_types(sharing.gpu_model)
+    context.draft.mapping(target.metadata, "annotations")[gpu.HAMI_USE_GPU_TYPE] = gpu.hami_card_types(
+        sharing.gpu_model
+    )
     return True
 
 
@@ -256,14 +266,14 @@ def kai(target: PodTarget, context: MutationContext) -> bool:
         return False
     if ask.count > 1 and not _share_many(target, container, ask.count, context, _kai_cap(share)):
         return False
-    annotations = mapping(target.metadata, "annotations")
+    annotations = context.draft.mapping(target.metadata, "annotations")
     if not names.asks_kai_share(annotations):
         annotations.update(share)
     if ask.count > 1:
         annotations[gpu.KAI_NUM_DEVICES] = str(ask.count)
     if not _is_first_app_container(target, list_name, container):
         annotations[KAI_CONTAINER] = str(container.get("name", ""))
-    resources.drop(container, gpu.GPU)
+    resources.drop(context.draft.container(target.spec, container, resources=True), gpu.GPU)
     return True
 
 
@@ -316,7 +326,7 @@ def _dra_own(
 ) -> None:
     name = templates.claim_name(str(container.get("name", "")))
     template = _point_claim(target, context, name, shape)
-    _claim_for(container, name)
+    _claim_for(target, context, container, name)
     _warn_fallbacks(context, shape)
     context.warn(
         f"needs ResourceClaimTemplate {template}: claim {name} gives {_devices(shape)} "
@@ -333,12 +343,12 @@ def _dra_shared(
     """One claim for the pod, as large as its largest container's ask. A claim already there from
     this policy (a pod rewritten before, with a container added since) keeps its count if larger."""
     name = templates.SHARED_CLAIM
-    kept = templates.shape_named(context.policy, _pod_claim(target, name).get("resourceClaimTemplateName"))
+    kept = templates.shape_named(context.policy, _pod_claim(target, name)[1].get("resourceClaimTemplateName"))
     count = max([ask.count for _, _, ask in asks] + ([kept.count] if kept is not None else []))
     shape = templates.Shape(count, profile)
     template = _point_claim(target, context, name, shape)
     for _, container, _ in asks:
-        _claim_for(container, name)
+        _claim_for(target, context, container, name)
     _warn_fallbacks(context, shape)
     sharing = templates.sharing_of(context.policy)
     context.warn(_shared_warning(_sharers(target, name), _devices(shape), name, sharing))
@@ -385,39 +395,43 @@ def _devices(shape: templates.Shape) -> str:
     return f"{shape.count} MIG {shape.profile.name} slice{plural}"
 
 
-def _pod_claim(target: PodTarget, name: str) -> dict[str, Any]:
+def _pod_claim(target: PodTarget, name: str) -> tuple[int, dict[str, Any]]:
+    """The pod's claim entry `name` and its index; (-1, {}) when it has none."""
     claims = target.spec.get("resourceClaims")
     found = (
-        [c for c in claims if isinstance(c, dict) and c.get("name") == name]
+        [(i, c) for i, c in enumerate(claims) if isinstance(c, dict) and c.get("name") == name]
         if isinstance(claims, list)
         else []
     )
-    return found[0] if found else {}
+    return found[0] if found else (-1, {})
 
 
 def _point_claim(target: PodTarget, context: MutationContext, name: str, shape: templates.Shape) -> str:
     """The pod's claim `name` made from the policy's template for `shape`. An entry of that name
     that is not from one of the policy's templates is the pod's own: it is not replaced."""
     template = templates.template_name(context.policy, shape)
-    existing = _pod_claim(target, name)
+    index, existing = _pod_claim(target, name)
     if existing and templates.shape_named(context.policy, existing.get("resourceClaimTemplateName")) is None:
         raise AdmissionDenied(
             f"{target.describe()} has its own pod claim {name!r}, the name policy {context.policy.name} "
             "gives the claim for its GPUs; rename that claim"
         )
+    draft, spec = context.draft, target.spec
     if existing:
-        existing["resourceClaimTemplateName"] = template  # ours from before: kept in its place
+        claim = draft.own(draft.own(spec, "resourceClaims"), index)
+        claim["resourceClaimTemplateName"] = template  # ours from before: kept in its place
+    elif "resourceClaims" in spec:
+        draft.own(spec, "resourceClaims").append({"name": name, "resourceClaimTemplateName": template})
     else:
-        target.spec.setdefault("resourceClaims", []).append(
-            {"name": name, "resourceClaimTemplateName": template}
-        )
+        spec["resourceClaims"] = [{"name": name, "resourceClaimTemplateName": template}]
     return template
 
 
-def _claim_for(container: dict[str, Any], name: str) -> None:
+def _claim_for(target: PodTarget, context: MutationContext, original: dict[str, Any], name: str) -> None:
     """The container asks for the claim instead of nvidia.com/gpu."""
+    container = context.draft.container(target.spec, original, resources=True)
     resources.drop(container, gpu.GPU)
-    _use_claim(mapping(container, "resources"), name)
+    _use_claim(context, mapping(container, "resources"), name)
     _drop_empty_sections(container)
 
 
@@ -428,7 +442,7 @@ def _dra_profile(target: PodTarget, context: MutationContext) -> gpu.MigProfile 
     model = sharing.gpu_model or ""
     memory = context.needs.memory_mib or sharing.default_memory_mib or 1
     cores = context.needs.cores or sharing.cores
-    profile = gpu.fitting_profile(model, memory, cores)
+    profile = _fitting_profile(model, memory, cores)
     if profile is None:
         raise AdmissionDenied(_too_large(target, memory, cores, model))
     context.warn(_explanation(model, memory, cores, profile))
@@ -442,10 +456,10 @@ def _drop_empty_sections(container: dict[str, Any]) -> None:
             del container_resources[section]
 
 
-def _use_claim(container_resources: dict[str, Any], name: str) -> None:
+def _use_claim(context: MutationContext, container_resources: dict[str, Any], name: str) -> None:
     claims = container_resources.setdefault("claims", [])
     if not any(c.get("name") == name for c in claims):
-        claims.append({"name": name})
+        context.draft.own(container_resources, "claims").append({"name": name})
 
 
 REWRITES: dict[str, Rewrite] = {

@@ -69,7 +69,7 @@ def reading(value: str) -> Reading:
     return "devices"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: a frozen init costs a call per field, for every voided container
 class Voiding:
     """A container to void: `entry` is the index of its effective env entry to rewrite, or None
     when it has none and one is added."""
@@ -88,8 +88,10 @@ def _entry_to_void(container: dict[str, Any]) -> int | None:
     env = container.get("env")
     if not isinstance(env, list):
         return None
-    last = next((i for i in range(len(env) - 1, -1, -1) if _names_variable(env[i])), None)
-    if last is None:
+    last = len(env) - 1
+    while last >= 0 and not _names_variable(env[last]):
+        last -= 1
+    if last < 0:
         return None
     value = env[last].get("value", "")
     if "valueFrom" in env[last] or not isinstance(value, str):
@@ -147,17 +149,13 @@ def _gets_gpu(
 ) -> bool:
     """An NVIDIA GPU from a device plugin (NVIDIA's, HAMi's, Volcano's vGPU, gpushare: each sets
     the variable itself, and `void` in the pod's env would override it), or a DRA claim."""
-    if gpu_pod and resources.uses_nvidia_gpu(container, shared_names):
-        return True
-    section = container.get("resources")
-    if not isinstance(section, dict):
-        return False
     # A class's implicit extended resource (the scheduler makes its claim), or a DRA claim: the
     # devices reach the container through CDI, not through this variable. A pod found to get no
     # GPU gets none through an implicit name either.
-    if gpu_pod and resources.asks_device_class(container):
+    if gpu_pod and resources.reaches_devices(container, shared_names):
         return True
-    return _claims_get_gpu(section.get("claims"), claims)
+    section = container.get("resources")
+    return isinstance(section, dict) and _claims_get_gpu(section.get("claims"), claims)
 
 
 def _claims_get_gpu(entries: object, claims: ClaimGpus | None) -> bool:
@@ -230,10 +228,11 @@ def void_devices(target: PodTarget, context: MutationContext) -> bool:
     claims = claim_gpus(target.pod, context.dra, context.namespace)
     changed = False
     for found in list(containers_without_gpus(target.pod, context.shared_names, claims=claims)):
-        env = found.container.get("env")
+        container = context.draft.container_at(target.spec, found.list_name, found.index)
+        env = container.get("env")
         if found.entry is not None:
-            env[found.entry]["value"] = VOID  # type: ignore[index]
+            context.draft.own(context.draft.own(container, "env"), found.entry)["value"] = VOID
         else:
-            found.container["env"] = [*env, dict(ENTRY)] if isinstance(env, list) else [dict(ENTRY)]
+            container["env"] = [*env, dict(ENTRY)] if isinstance(env, list) else [dict(ENTRY)]
         changed = True
     return changed

@@ -16,6 +16,7 @@ from webhook.accounting.demand import QuotaSettings, pod_demand
 from webhook.accounting.usage import Usage, total
 from webhook.quota.check import check_quota
 from webhook.quota.policy import GPUQuota
+from webhook.quota.tally import Tally
 from webhook.types import AdmissionRequest
 
 GPU = "nvidia.com/gpu"
@@ -34,6 +35,9 @@ class PodsView:
 
     def usage(self, namespace: str, settings: QuotaSettings) -> Usage:
         return total(pod_demand(p, settings) for p in self.pods if p["metadata"]["namespace"] == namespace)
+
+    def tally(self, namespace: str, settings: QuotaSettings) -> Tally:
+        return Tally.of(self.usage(namespace, settings))
 
     def dra(self) -> None:
         return None

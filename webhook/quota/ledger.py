@@ -45,6 +45,7 @@ from webhook.errors import ClusterError, Conflict
 from webhook.quota.check import QuotaOutcome, check_quota, request_pod_key
 from webhook.quota.gate import peek
 from webhook.quota.policy import GPUQuota
+from webhook.quota.tally import Tally
 from webhook.types import AdmissionRequest
 
 log = logging.getLogger(__name__)
@@ -106,6 +107,9 @@ class LedgerView:
         # The entries are this namespace's: one ledger per namespace.
         unseen = {c.key for e in self.unseen for c in e.shape.shared_claims()}
         return self.cache.claims_in_use(namespace) | unseen
+
+    def tally(self, namespace: str, settings: QuotaSettings) -> Tally:
+        return Tally.of(self.usage(namespace, settings))
 
     def usage(self, namespace: str, settings: QuotaSettings) -> Usage:
         result = self.cache.pod_usage(namespace, settings)

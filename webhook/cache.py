@@ -267,6 +267,18 @@ class ClusterCache:
                 shapes[own.shape] -= 1
         return total + _shared_claims_tally((shape for shape, n in shapes.items() if n > 0), settings)
 
+    def counted(self, namespace: str, *, excluding: str | None = None) -> list[tuple[PodShape, int]]:
+        """Every shape the namespace's usage counts, with its pods: watched and live reservations
+        (but the reservation of `excluding`). Summed from scratch, they give what tally() keeps
+        running."""
+        with self._lock:
+            self._reserved.counts(namespace, self._clock())
+            shapes = self._shapes(namespace)
+            own = self._reserved.get(namespace, excluding) if excluding else None
+            if own is not None:
+                shapes[own.shape] -= 1
+            return [(shape, n) for shape, n in shapes.items() if n > 0]
+
     def claims_in_use(self, namespace: str) -> frozenset[str]:
         """Shared ResourceClaims that watched pods or reservations of the namespace already hold."""
         with self._lock:

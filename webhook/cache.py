@@ -31,12 +31,12 @@ from webhook.accounting.demand import (
     pod_shape,
     shape_demand,
 )
+from webhook.accounting.tally import NONE, Tally, own_tally
 from webhook.accounting.usage import NOTHING, Usage
 from webhook.dra.devices import DEFAULT_GPU_CLASSES
 from webhook.dra.index import DRA_KINDS, RESOLVING_KINDS, SLICES, DraIndex, DraStore
 from webhook.dra.resolve import ClaimShape
 from webhook.dra.served import NodeNames, extended_names
-from webhook.quota.tally import NONE, Tally, own_tally
 from webhook.types import KubeObject
 
 log = logging.getLogger(__name__)

@@ -52,12 +52,16 @@ class Limit:
         return self.asked > 0 and self.used + self.asked > self.limit
 
     def need(self) -> str:
-        asked, used, limit = (format_dimension(self.dimension, v) for v in (self.asked, self.used, self.limit))
+        asked, used, limit = (
+            format_dimension(self.dimension, v) for v in (self.asked, self.used, self.limit)
+        )
         verb = "is" if self.used == 1 else "are"
         return f"needs {asked} {_unit(self.dimension, self.asked)}, {used} of {limit} {verb} in use"
 
     def summary(self) -> str:
-        asked, used, limit = (format_dimension(self.dimension, v) for v in (self.asked, self.used, self.limit))
+        asked, used, limit = (
+            format_dimension(self.dimension, v) for v in (self.asked, self.used, self.limit)
+        )
         return f"{self.dimension} used {used}, asked {asked}, limit {limit}"
 
 
@@ -106,7 +110,11 @@ def reference_check(
             "action": quota.action,
             "exceeded": _exceeded(limits),
             "limits": {
-                limit.dimension: {"limit": str(limit.limit), "used": str(limit.used), "asked": str(limit.asked)}
+                limit.dimension: {
+                    "limit": str(limit.limit),
+                    "used": str(limit.used),
+                    "asked": str(limit.asked),
+                }
                 for limit in limits
             },
             "before": usage_json(before),
@@ -140,4 +148,3 @@ def _unit(dimension: str, amount: Fraction) -> str:
     if dimension == GPU_MEMORY:
         return "of GPU memory"
     return dimension
-

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from tests.support.pods import gpu_pod, make_pod, quota, res
 from tests.support.reviews import make_review
 from webhook.accounting.demand import QuotaSettings, pod_demand
+from webhook.accounting.tally import Tally
 from webhook.accounting.usage import Usage, total
 from webhook.quota.check import check_quota
 from webhook.quota.policy import GPUQuota
-from webhook.quota.tally import Tally
 from webhook.types import AdmissionRequest
 
 GPU = "nvidia.com/gpu"

@@ -16,9 +16,9 @@ from tests.support.pods import make_pod, quota, res
 from tests.support.reviews import make_review
 from webhook.accounting.count import count_gpus
 from webhook.accounting.demand import DEFAULT_SETTINGS, QuotaSettings, shape_demand
+from webhook.accounting.tally import GPU_UNIT, MEMORY_UNIT, Tally, exact_text, scaled
 from webhook.cache import DELETED, PODS, ClusterCache
 from webhook.quota.gate import LocalGate
-from webhook.quota.tally import GPU_UNIT, MEMORY_UNIT, Tally, exact_text, scaled
 
 NAMESPACES = ("ml-team", "research")
 NAMES = ("a", "b", "c", "d")
@@ -89,7 +89,9 @@ def quotas_under_test() -> list[Any]:
             accounting=CARD,
             enforcementAction="warn",
         ),
-        quota("memory", {"gpuMemory": "100Gi"}, accounting={"cardMemory": "40Gi"}, enforcementAction="dryrun"),
+        quota(
+            "memory", {"gpuMemory": "100Gi"}, accounting={"cardMemory": "40Gi"}, enforcementAction="dryrun"
+        ),
     ]
 
 
@@ -125,7 +127,9 @@ def test_running_counter_and_integer_checks_equal_the_fraction_reference(history
                 gate.release(outcome)
         else:
             _, (namespace, name), dry_run, spec = step
-            admitted[(namespace, name)] = admit_and_compare(cache, gate, quotas, spec.pod(name, namespace), dry_run)
+            admitted[(namespace, name)] = admit_and_compare(
+                cache, gate, quotas, spec.pod(name, namespace), dry_run
+            )
         assert_counter_matches_scratch(cache, quotas)
 
 

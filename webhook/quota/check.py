@@ -21,12 +21,12 @@ from webhook.accounting.demand import (
     is_finished,
     pod_shape,
 )
+from webhook.accounting.tally import Amount, Tally, demand_tally, exact_text, unit_of, unscaled
+from webhook.accounting.tally import demand as quota_demand
 from webhook.accounting.usage import GPU_MEMORY, GPUS, NOTHING, Usage, format_dimension
 from webhook.decision import Decision, Finding, clamp_warnings, deny
 from webhook.dra.index import DraIndex
 from webhook.quota.policy import GPUQuota
-from webhook.quota.tally import Amount, Tally, demand_tally, exact_text, unit_of, unscaled
-from webhook.quota.tally import demand as quota_demand
 from webhook.types import AdmissionRequest, EnforcementAction, KubeObject
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
@@ -53,7 +53,7 @@ class QuotaView(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class LimitCheck:
-    """One limit the pod touches. Amounts are held in the dimension's unit (webhook/quota/tally.py),
+    """One limit the pod touches. Amounts are held in the dimension's unit (webhook/accounting/tally.py),
     so the decision is integer arithmetic; the Fraction properties serve the messages."""
 
     dimension: str

@@ -25,11 +25,11 @@ from typing import Protocol
 
 from webhook.accounting.count import GpuCount
 from webhook.accounting.demand import DEFAULT_SETTINGS, QuotaSettings
+from webhook.accounting.tally import Tally
 from webhook.cache import ClusterCache
 from webhook.dra.index import DraIndex
 from webhook.quota.check import QuotaOutcome, check_quota, request_pod_key
 from webhook.quota.policy import GPUQuota
-from webhook.quota.tally import Tally
 from webhook.types import AdmissionRequest
 
 

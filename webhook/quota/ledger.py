@@ -36,6 +36,7 @@ import orjson
 from webhook import gpu
 from webhook.accounting.count import GpuCount
 from webhook.accounting.demand import DEFAULT_SETTINGS, KaiRequest, PodShape, QuotaSettings, shape_demand
+from webhook.accounting.tally import Tally
 from webhook.accounting.usage import Usage
 from webhook.cache import ClusterCache
 from webhook.dra.devices import DeviceAsk
@@ -45,7 +46,6 @@ from webhook.errors import ClusterError, Conflict
 from webhook.quota.check import QuotaOutcome, check_quota, request_pod_key
 from webhook.quota.gate import peek
 from webhook.quota.policy import GPUQuota
-from webhook.quota.tally import Tally
 from webhook.types import AdmissionRequest
 
 log = logging.getLogger(__name__)

@@ -24,10 +24,10 @@ from typing import Any
 
 from webhook import gpu, quantity
 from webhook.accounting.demand import QuotaSettings
+from webhook.accounting.tally import Amount, scaled, unit_of
 from webhook.accounting.usage import GPU_MEMORY, GPUS
 from webhook.errors import PolicyError, PolicyProblem
 from webhook.match import LabelSelector, Match, SelectorError, check_glob
-from webhook.quota.tally import Amount, scaled, unit_of
 from webhook.types import EnforcementAction
 
 API_VERSION = "gpuwebhook.io/v1alpha1"
@@ -86,8 +86,10 @@ class GPUQuota:
 
     @cached_property
     def limit_units(self) -> tuple[tuple[str, Amount], ...]:
-        """limits.items() in each dimension's unit (webhook/quota/tally.py), for integer checks."""
-        return tuple((dimension, scaled(limit, unit_of(dimension))) for dimension, limit in self.limits.items())
+        """limits.items() in each dimension's unit (webhook/accounting/tally.py), for integer checks."""
+        return tuple(
+            (dimension, scaled(limit, unit_of(dimension))) for dimension, limit in self.limits.items()
+        )
 
     def settings_or(self, default: QuotaSettings) -> QuotaSettings:
         return self.settings or default

@@ -98,7 +98,11 @@ class Tally:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Tally):
             return NotImplemented
-        return (self.gpus, self.memory, dict(self.resources)) == (other.gpus, other.memory, dict(other.resources))
+        return (self.gpus, self.memory, dict(self.resources)) == (
+            other.gpus,
+            other.memory,
+            dict(other.resources),
+        )
 
     __hash__ = None  # type: ignore[assignment]
 

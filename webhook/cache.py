@@ -31,7 +31,7 @@ from webhook.accounting.demand import (
     pod_shape,
     shape_demand,
 )
-from webhook.accounting.tally import NONE, Tally, own_tally
+from webhook.accounting.tally import NONE, Tally, canonical, own_tally
 from webhook.accounting.usage import NOTHING, Usage
 from webhook.dra.devices import DEFAULT_GPU_CLASSES
 from webhook.dra.index import DRA_KINDS, RESOLVING_KINDS, SLICES, DraIndex, DraStore
@@ -255,7 +255,7 @@ class ClusterCache:
         """usage() in units (quota's QuotaView): the running total the watch and the reservations
         keep, plus the namespace's shared ResourceClaims, each counted once."""
         with self._lock:
-            self._reserved.counts(namespace, self._clock())  # drops the expired ones first
+            self._reserved.expire(namespace, self._clock())
             own = self._reserved.get(namespace, excluding) if excluding else None
             total = self._counter.total(namespace, settings, lambda: self._shapes(namespace).items())
             if own is not None:
@@ -272,7 +272,7 @@ class ClusterCache:
         (but the reservation of `excluding`). Summed from scratch, they give what tally() keeps
         running."""
         with self._lock:
-            self._reserved.counts(namespace, self._clock())
+            self._reserved.expire(namespace, self._clock())
             shapes = self._shapes(namespace)
             own = self._reserved.get(namespace, excluding) if excluding else None
             if own is not None:
@@ -282,7 +282,7 @@ class ClusterCache:
     def claims_in_use(self, namespace: str) -> frozenset[str]:
         """Shared ResourceClaims that watched pods or reservations of the namespace already hold."""
         with self._lock:
-            self._reserved.counts(namespace, self._clock())
+            self._reserved.expire(namespace, self._clock())
             if not self._shares_claims(namespace):
                 return frozenset()
             shapes = set(self._shapes(namespace))
@@ -382,7 +382,7 @@ class ClusterCache:
 
     def _shapes(self, namespace: str) -> Counter[PodShape]:
         """Pods per shape, watched and reserved (without dropping expired reservations)."""
-        shapes = Counter(self._index.counts.get(namespace, Counter()))
+        shapes = Counter(self._index.counts.get(namespace) or _NO_SHAPES)
         shapes.update(self._reserved.shapes(namespace))
         return shapes
 
@@ -465,6 +465,7 @@ class ClusterCache:
         self._changed.notify_all()
 
 
+_NO_SHAPES: Counter[PodShape] = Counter()  # never written: the shapes of a namespace without any
 Adjust = Callable[[str, PodShape, int], None]
 """Told of every pod (or reservation) counted or no longer counted: namespace, shape, +1 or -1."""
 
@@ -525,18 +526,17 @@ class Reservations:
             self._on_change(namespace, shape, -1)
         return found
 
-    def counts(self, namespace: str, now: float) -> Counter[PodShape]:
-        """Live reservations by shape, after dropping the expired ones."""
-        entries = self._entries.get(namespace, {})
+    def expire(self, namespace: str, now: float) -> None:
+        entries = self._entries.get(namespace)
         while entries:
             key, first = next(iter(entries.items()))
             if first.expires > now:
                 break
             self.pop(namespace, key)
-        return self.shapes(namespace)
 
     def shapes(self, namespace: str) -> Counter[PodShape]:
-        return self._shapes.get(namespace, Counter())
+        """Reservations by shape (expired ones too, until `expire`); read only."""
+        return self._shapes.get(namespace) or _NO_SHAPES
 
 
 class PodIndex:
@@ -560,7 +560,7 @@ class PodIndex:
     def add(self, key: str, shape: PodShape | None, uid: str) -> None:
         if shape is None:
             return
-        shape = self.interned.setdefault(shape, shape)
+        shape = self.interned.setdefault(canonical(shape), shape)
         self._refs[shape] += 1
         self.pods[key] = (shape, uid)
         namespace = _namespace_of(key)

@@ -20,6 +20,7 @@ they stand for, so every message and audit string is what the Fraction code prin
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from fractions import Fraction
 from math import gcd
@@ -52,14 +53,16 @@ def unscaled(amount: Amount, unit: int) -> Fraction:
     return Fraction(amount, unit)
 
 
+# Usage moves in steps of the same few demands, so the same figures recur: a C-level cache.
+@functools.lru_cache(maxsize=8192)
 def exact_text(amount: Amount, unit: int) -> str:
     """str() of the Fraction `amount / unit` ("1/7", "20480"), without building it for an int."""
     if isinstance(amount, int):
-        if unit == 1 or not amount:
-            return str(amount)
-        common = gcd(amount, unit)
-        numerator, denominator = amount // common, unit // common
-        return str(numerator) if denominator == 1 else f"{numerator}/{denominator}"
+        whole, part = divmod(amount, unit)
+        if not part:
+            return str(whole)
+        common = gcd(part, unit)  # = gcd(amount, unit)
+        return f"{amount // common}/{unit // common}"
     return str(amount / unit)
 
 
@@ -104,7 +107,8 @@ class Tally:
             dict(other.resources),
         )
 
-    __hash__ = None  # type: ignore[assignment]
+    def __hash__(self) -> int:
+        return hash((self.gpus, self.memory, tuple(sorted(self.resources.items()))))
 
     def __repr__(self) -> str:
         return f"Tally(gpus={self.gpus!r}, memory={self.memory!r}, resources={dict(self.resources)!r})"
@@ -149,14 +153,26 @@ def demand_tally(shape: PodShape, settings: QuotaSettings) -> Tally:
     return _demands(settings).of(shape)[1]
 
 
-def demand(shape: PodShape, settings: QuotaSettings) -> Usage:
-    """shape_demand(), from the same table as demand_tally()."""
-    return _demands(settings).of(shape)[0]
+def demand(shape: PodShape, settings: QuotaSettings) -> tuple[Usage, Tally]:
+    """shape_demand() and its Tally, from the same table as demand_tally()."""
+    return _demands(settings).of(shape)
 
 
 def own_tally(shape: PodShape, settings: QuotaSettings) -> Tally:
     """What the pod adds to its namespace on its own: its demand without shared claims."""
     return demand_tally(shape.own() if shape.claims else shape, settings)
+
+
+def canonical(shape: PodShape) -> PodShape:
+    """The one object of all shapes equal to `shape`. A dict finds a key that is the very object it
+    holds without comparing fields (a PodShape's __eq__ is Python code), so a request that looks its
+    shape up in several tables pays for one comparison, here."""
+    found = _CANONICAL.get(shape)
+    if found is None:
+        if len(_CANONICAL) >= MAX_SHAPES:
+            _CANONICAL.clear()
+        found = _CANONICAL[shape] = shape
+    return found
 
 
 class _Demands:
@@ -180,6 +196,7 @@ class _Demands:
 MAX_SHAPES = 4096
 MAX_ACCOUNTINGS = 64
 _TABLES: dict[int, _Demands] = {}
+_CANONICAL: dict[PodShape, PodShape] = {}
 
 
 def _demands(settings: QuotaSettings) -> _Demands:

@@ -5,8 +5,11 @@ operation holds one lock for a few dictionary updates, never for I/O.
 
 Memory stays small because a pod is kept only while it asks for extended resources
 and has not finished, and then only as its key, its uid and an interned PodShape:
-pods made from one template share one shape object. Usage per namespace is a count
-per shape, so a request costs one cached demand per distinct shape, not one per pod.
+pods made from one template share one shape object. Usage per namespace is kept
+running (UsageCounter): every pod counted or dropped, every reservation made, released
+or expired, adjusts its namespace's total by that one pod's demand, in integer units
+(webhook/accounting/tally.py). A request reads the total; it sums nothing. A relist
+starts every total again from the new list.
 
 Pods are identified by namespace/name plus uid: a pod deleted and created again
 under the same name (StatefulSets do this) is a different pod.
@@ -52,6 +55,7 @@ DEFAULT_RESERVATION_TTL = 30.0
 # Running usage totals are kept for this many accounting settings (one per distinct
 # spec.accounting of the quotas in force, plus the default).
 MAX_SETTINGS = 16
+MAX_TOTALS = 100_000  # namespaces with a running total, per accounting
 
 
 @dataclass(frozen=True)
@@ -626,6 +630,8 @@ class UsageCounter:
         totals = entry[1]
         found = totals.get(namespace)
         if found is None:
+            if len(totals) >= MAX_TOTALS:  # bounds memory; a total dropped starts again when asked
+                totals.clear()
             found = totals[namespace] = _own_total(shapes(), settings)
         return found
 

@@ -2,7 +2,7 @@
 
 A quota decision adds the pod's demand to its namespace's usage and compares the sum
 with each limit. With Fractions every one of those steps is Python code and a gcd; with
-integers it is one machine operation. So a Tally holds each dimension scaled to a unit
+integers it is one operation in C. So a Tally holds each dimension scaled to a unit
 that makes the common amounts whole:
 
 - GPUs in GPU_UNIT parts of a GPU: lcm(1..16) x 1000, so MIG sevenths and quarters,
@@ -11,11 +11,11 @@ that makes the common amounts whole:
 - GPU memory in bytes (MEMORY_UNIT bytes a MiB);
 - resource counts as they are (devices are whole).
 
-An amount the unit cannot make whole (a KAI fraction such as 1/3 or a float's binary
-fraction, a HAMi percentage of an odd card size) stays an exact Fraction of the unit.
+An amount the unit cannot make whole (a KAI fraction such as 0.3333333 or a float's
+binary fraction, a HAMi percentage of an odd card size) stays an exact Fraction of the unit.
 Python adds and compares int and Fraction exactly, so a Tally holding one is still
-exact, only slower; nothing is ever rounded. Rendered figures go through the Fraction
-they stand for, so every message and audit string is what the Fraction code printed.
+exact, only slower; nothing is ever rounded. A figure is rendered as the text of the
+Fraction it stands for, so every message and audit string is what Fraction code prints.
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ class Tally:
         return self.resources.get(dimension, 0)
 
     def as_json(self) -> dict[str, Any]:
-        """Exact amounts as strings ("2/7"), GPU memory in MiB: what usage_json writes of a Usage."""
+        """Exact amounts as strings ("2/7"), GPU memory in MiB: str() of each amount as a Fraction."""
         return {
             "gpus": exact_text(self.gpus, GPU_UNIT),
             "gpuMemoryMiB": exact_text(self.memory, MEMORY_UNIT),

@@ -63,7 +63,7 @@ class QuotaView(Protocol):
 class LimitCheck(NamedTuple):
     """One limit the pod touches. Amounts are held in the dimension's unit (webhook/accounting/tally.py),
     so the decision is integer arithmetic; the Fraction properties serve the messages. A NamedTuple:
-    one is built per limit and request, and a frozen dataclass takes three times as long to build."""
+    one is built per limit and request, and a frozen dataclass takes nearly three times as long to build."""
 
     dimension: str
     limit_units: Amount
@@ -356,12 +356,3 @@ def _unit(dimension: str, amount: Fraction) -> str:
     if dimension == GPU_MEMORY:
         return "of GPU memory"
     return dimension
-
-
-def usage_json(usage: Usage) -> dict[str, Any]:
-    """Exact amounts as strings ("2/7"), GPU memory in MiB."""
-    return {
-        "gpus": str(usage.gpus),
-        "gpuMemoryMiB": str(usage.gpu_memory_mib),
-        "resources": {name: str(amount) for name, amount in sorted(usage.resources.items())},
-    }

@@ -531,6 +531,7 @@ class Reservations:
         return found
 
     def expire(self, namespace: str, now: float) -> None:
+        """Drop the namespace's reservations whose TTL has passed (the oldest come first)."""
         entries = self._entries.get(namespace)
         while entries:
             key, first = next(iter(entries.items()))

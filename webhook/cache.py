@@ -23,7 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from webhook.accounting.demand import (
     PodShape,
@@ -58,8 +58,9 @@ MAX_SETTINGS = 16
 MAX_TOTALS = 100_000  # namespaces with a running total, per accounting
 
 
-@dataclass(frozen=True)
-class Reservation:
+class Reservation(NamedTuple):
+    """One admission in flight (a NamedTuple: one is built per admitted request)."""
+
     shape: PodShape
     expires: float
     uid: str = ""

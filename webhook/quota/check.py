@@ -180,7 +180,10 @@ class QuotaOutcome:
 
     @property
     def allowed(self) -> bool:
-        return not self._denials()
+        """No denial: what `_denials()` finds, without writing its messages."""
+        if self.error and self.error_action == "deny":
+            return False
+        return not any(c.exceeded and c.action == "deny" for c in self.checks)
 
     @property
     def reserve_key(self) -> str | None:

@@ -5,8 +5,11 @@ operation holds one lock for a few dictionary updates, never for I/O.
 
 Memory stays small because a pod is kept only while it asks for extended resources
 and has not finished, and then only as its key, its uid and an interned PodShape:
-pods made from one template share one shape object. Usage per namespace is a count
-per shape, so a request costs one cached demand per distinct shape, not one per pod.
+pods made from one template share one shape object. Usage per namespace is kept
+running (UsageCounter): every pod counted or dropped, every reservation made, released
+or expired, adjusts its namespace's total by that one pod's demand, in integer units
+(webhook/accounting/tally.py). A request reads the total; it sums nothing. A relist
+starts every total again from the new list.
 
 Pods are identified by namespace/name plus uid: a pod deleted and created again
 under the same name (StatefulSets do this) is a different pod.
@@ -20,7 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from webhook.accounting.demand import (
     PodShape,
@@ -31,6 +34,7 @@ from webhook.accounting.demand import (
     pod_shape,
     shape_demand,
 )
+from webhook.accounting.tally import NONE, Tally, canonical, own_tally
 from webhook.accounting.usage import NOTHING, Usage
 from webhook.dra.devices import DEFAULT_GPU_CLASSES
 from webhook.dra.index import DRA_KINDS, RESOLVING_KINDS, SLICES, DraIndex, DraStore
@@ -48,10 +52,15 @@ KINDS = (PODS, NAMESPACES)
 NODES = "nodes"
 DELETED = "DELETED"
 DEFAULT_RESERVATION_TTL = 30.0
+# Running usage totals are kept for this many accounting settings (one per distinct
+# spec.accounting of the quotas in force, plus the default).
+MAX_SETTINGS = 16
+MAX_TOTALS = 100_000  # namespaces with a running total, per accounting
 
 
-@dataclass(frozen=True)
-class Reservation:
+class Reservation(NamedTuple):
+    """One admission in flight (a NamedTuple: one is built per admitted request)."""
+
     shape: PodShape
     expires: float
     uid: str = ""
@@ -99,9 +108,10 @@ class ClusterCache:
         self._clock = clock
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
-        self._index = PodIndex()
+        self._counter = UsageCounter()
+        self._index = PodIndex(self._counter.adjust)
         self._gone: dict[str, tuple[float, str]] = {}
-        self._reserved = Reservations()
+        self._reserved = Reservations(self._counter.adjust)
         self._namespaces: dict[str, dict[str, str]] = {}
         self._synced: set[str] = set()
         self._fresh_at: dict[str, float] = {}
@@ -143,6 +153,9 @@ class ClusterCache:
         with self._changed:
             gone = [(key, uid) for key, (_, uid) in self._index.pods.items() if key not in index.pods]
             self._index = index
+            # A relist is the new truth: every running total starts again from it.
+            self._counter.clear()
+            index.on_change = self._counter.adjust
             self._bury([*gone, *finished])
             self._drop_seen_reservations()
             self._confirm(kind)
@@ -239,21 +252,45 @@ class ClusterCache:
             return self._namespaces.get(namespace, {})
 
     def usage(self, namespace: str, settings: QuotaSettings, *, excluding: str | None = None) -> Usage:
-        """Watched pods plus live reservations (quota's QuotaView), optionally without the
-        reservation of one pod key (a pod admitted again must not count against itself)."""
+        """Watched pods plus live reservations (for `quota status` and /metrics), optionally without
+        the reservation of one pod key (a pod admitted again must not count against itself)."""
+        return self.tally(namespace, settings, excluding=excluding).usage()
+
+    def tally(self, namespace: str, settings: QuotaSettings, *, excluding: str | None = None) -> Tally:
+        """usage() in units (quota's QuotaView): the running total the watch and the reservations
+        keep, plus the namespace's shared ResourceClaims, each counted once."""
         with self._lock:
-            shapes = Counter(self._index.counts.get(namespace, Counter()))
-            shapes.update(self._reserved.counts(namespace, self._clock()))
+            self._reserved.expire(namespace, self._clock())
+            own = self._reserved.get(namespace, excluding) if excluding else None
+            total = self._counter.total(namespace, settings, lambda: self._shapes(namespace).items())
+            if own is not None:
+                total = total - own_tally(own.shape, settings)
+            if not self._shares_claims(namespace):
+                return total
+            shapes = self._shapes(namespace)
+            if own is not None:
+                shapes[own.shape] -= 1
+        return total + _shared_claims_tally((shape for shape, n in shapes.items() if n > 0), settings)
+
+    def counted(self, namespace: str, *, excluding: str | None = None) -> list[tuple[PodShape, int]]:
+        """Every shape the namespace's usage counts, with its pods: watched and live reservations
+        (but the reservation of `excluding`). Summed from scratch, they give what tally() keeps
+        running."""
+        with self._lock:
+            self._reserved.expire(namespace, self._clock())
+            shapes = self._shapes(namespace)
             own = self._reserved.get(namespace, excluding) if excluding else None
             if own is not None:
                 shapes[own.shape] -= 1
-        return _demand(((shape, n) for shape, n in shapes.items() if n > 0), settings)
+            return [(shape, n) for shape, n in shapes.items() if n > 0]
 
     def claims_in_use(self, namespace: str) -> frozenset[str]:
         """Shared ResourceClaims that watched pods or reservations of the namespace already hold."""
         with self._lock:
-            shapes = set(self._index.counts.get(namespace, Counter()))
-            shapes.update(self._reserved.counts(namespace, self._clock()))
+            self._reserved.expire(namespace, self._clock())
+            if not self._shares_claims(namespace):
+                return frozenset()
+            shapes = set(self._shapes(namespace))
         return frozenset(claim.key for shape in shapes for claim in shape.shared_claims())
 
     @property
@@ -345,6 +382,15 @@ class ClusterCache:
 
     # Internals ----------------------------------------------------------------------------
 
+    def _shares_claims(self, namespace: str) -> bool:
+        return bool(self._index.sharing.get(namespace) or self._reserved.sharing.get(namespace))
+
+    def _shapes(self, namespace: str) -> Counter[PodShape]:
+        """Pods per shape, watched and reserved (without dropping expired reservations)."""
+        shapes = Counter(self._index.counts.get(namespace) or _NO_SHAPES)
+        shapes.update(self._reserved.shapes(namespace))
+        return shapes
+
     def _pod_record(self, pod: KubeObject) -> _PodRecord | None:
         meta = pod.get("metadata")
         if not isinstance(meta, dict) or not meta.get("name") or not meta.get("namespace"):
@@ -424,12 +470,24 @@ class ClusterCache:
         self._changed.notify_all()
 
 
+_NO_SHAPES: Counter[PodShape] = Counter()  # never written: the shapes of a namespace without any
+Adjust = Callable[[str, PodShape, int], None]
+"""Told of every pod (or reservation) counted or no longer counted: namespace, shape, +1 or -1."""
+
+
+def _ignore(namespace: str, shape: PodShape, sign: int) -> None:
+    """A PodIndex being built from a list: the running totals start again once it is swapped in."""
+
+
 class Reservations:
     """Admissions in flight per namespace, kept in expiry order, with a running count per shape."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_change: Adjust = _ignore) -> None:
         self._entries: dict[str, dict[str, Reservation]] = {}
         self._shapes: dict[str, Counter[PodShape]] = {}
+        # Reservations per namespace whose shape holds a shared ResourceClaim.
+        self.sharing: Counter[str] = Counter()
+        self._on_change = on_change
 
     def __len__(self) -> int:
         return sum(len(entries) for entries in self._entries.values())
@@ -445,37 +503,58 @@ class Reservations:
 
     def put(self, namespace: str, key: str, reservation: Reservation) -> None:
         """The TTL is the same for all, so appending keeps expiry order."""
+        earlier = self.get(namespace, key)
+        if earlier is not None and earlier.shape == reservation.shape:
+            # The same pod again (a retried create): only its expiry moves, to the end.
+            entries = self._entries[namespace]
+            del entries[key]
+            entries[key] = reservation
+            return
         self.pop(namespace, key)
         self._entries.setdefault(namespace, {})[key] = reservation
-        self._shapes.setdefault(namespace, Counter())[reservation.shape] += 1
+        shape = reservation.shape
+        self._shapes.setdefault(namespace, Counter())[shape] += 1
+        if shape.claims and shape.shared_claims():
+            self.sharing[namespace] += 1
+        self._on_change(namespace, shape, 1)
 
     def pop(self, namespace: str, key: str) -> Reservation | None:
         found = self._entries.get(namespace, {}).pop(key, None)
         if found is not None:
+            shape = found.shape
             shapes = self._shapes[namespace]
-            shapes[found.shape] -= 1
-            if shapes[found.shape] <= 0:
-                del shapes[found.shape]
+            shapes[shape] -= 1
+            if shapes[shape] <= 0:
+                del shapes[shape]
+            if shape.claims and shape.shared_claims():
+                _decrement(self.sharing, namespace)
+            self._on_change(namespace, shape, -1)
         return found
 
-    def counts(self, namespace: str, now: float) -> Counter[PodShape]:
-        """Live reservations by shape, after dropping the expired ones."""
-        entries = self._entries.get(namespace, {})
+    def expire(self, namespace: str, now: float) -> None:
+        """Drop the namespace's reservations whose TTL has passed (the oldest come first)."""
+        entries = self._entries.get(namespace)
         while entries:
             key, first = next(iter(entries.items()))
             if first.expires > now:
                 break
             self.pop(namespace, key)
-        return self._shapes.get(namespace, Counter())
+
+    def shapes(self, namespace: str) -> Counter[PodShape]:
+        """Reservations by shape (expired ones too, until `expire`); read only."""
+        return self._shapes.get(namespace) or _NO_SHAPES
 
 
 class PodIndex:
     """Counted pods by key (with uid), and how many pods of each shape every namespace holds."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_change: Adjust = _ignore) -> None:
         self.pods: dict[str, tuple[PodShape, str]] = {}
         self.counts: dict[str, Counter[PodShape]] = {}
         self.interned: dict[PodShape, PodShape] = {}
+        # Pods per namespace whose shape holds a shared ResourceClaim.
+        self.sharing: Counter[str] = Counter()
+        self.on_change = on_change
         self._refs: Counter[PodShape] = Counter()
 
     def intern(self, shape: PodShape) -> PodShape:
@@ -487,10 +566,14 @@ class PodIndex:
     def add(self, key: str, shape: PodShape | None, uid: str) -> None:
         if shape is None:
             return
-        shape = self.interned.setdefault(shape, shape)
+        shape = self.interned.setdefault(canonical(shape), shape)
         self._refs[shape] += 1
         self.pods[key] = (shape, uid)
-        self.counts.setdefault(_namespace_of(key), Counter())[shape] += 1
+        namespace = _namespace_of(key)
+        self.counts.setdefault(namespace, Counter())[shape] += 1
+        if shape.claims and shape.shared_claims():
+            self.sharing[namespace] += 1
+        self.on_change(namespace, shape, 1)
 
     def remove(self, key: str) -> bool:
         found = self.pods.pop(key, None)
@@ -504,11 +587,80 @@ class PodIndex:
             del counts[shape]
             if not counts:
                 del self.counts[namespace]
+        if shape.claims and shape.shared_claims():
+            _decrement(self.sharing, namespace)
         self._refs[shape] -= 1
         if self._refs[shape] <= 0:
             del self._refs[shape]
             del self.interned[shape]
+        self.on_change(namespace, shape, -1)
         return True
+
+
+class UsageCounter:
+    """The own demand (without shared claims) of every counted pod and reservation, per namespace
+    and accounting settings, kept as a running Tally: a watch event or a reservation adjusts it by
+    that one pod's demand, so a request reads it instead of summing the namespace.
+
+    A total starts from scratch the first time a request asks for it (settings are the quotas',
+    known only then), and again after a relist (`clear`)."""
+
+    def __init__(self) -> None:
+        # By the settings object itself (held, so its id stays its own): hashing a QuotaSettings
+        # costs more than the lookup. Equal settings of a reloaded policy only start a new total.
+        self._totals: dict[int, tuple[QuotaSettings, dict[str, Tally]]] = {}
+
+    def clear(self) -> None:
+        self._totals.clear()
+
+    def adjust(self, namespace: str, shape: PodShape, sign: int) -> None:
+        for settings, totals in self._totals.values():
+            found = totals.get(namespace)
+            if found is not None:
+                delta = own_tally(shape, settings)
+                totals[namespace] = found + delta if sign > 0 else found - delta
+
+    def total(
+        self, namespace: str, settings: QuotaSettings, shapes: Callable[[], Iterable[tuple[PodShape, int]]]
+    ) -> Tally:
+        """The running total; `shapes`, every counted shape with its pods, when it must start."""
+        entry = self._totals.get(id(settings))
+        if entry is None or entry[0] is not settings:
+            if len(self._totals) >= MAX_SETTINGS:  # settings of policies long replaced
+                del self._totals[next(iter(self._totals))]
+            entry = self._totals[id(settings)] = (settings, {})
+        totals = entry[1]
+        found = totals.get(namespace)
+        if found is None:
+            if len(totals) >= MAX_TOTALS:  # bounds memory; a total dropped starts again when asked
+                totals.clear()
+            found = totals[namespace] = _own_total(shapes(), settings)
+        return found
+
+
+def _own_total(shapes: Iterable[tuple[PodShape, int]], settings: QuotaSettings) -> Tally:
+    result = NONE
+    for shape, count in shapes:
+        if count > 0:
+            result = result + own_tally(shape, settings).times(count)
+    return result
+
+
+def _shared_claims_tally(shapes: Iterable[PodShape], settings: QuotaSettings) -> Tally:
+    """Each shared ResourceClaim the shapes hold, once, however many pods hold it."""
+    shared: dict[str, ClaimShape] = {}
+    for shape in shapes:
+        shared.update((claim.key, claim) for claim in shape.shared_claims())
+    result = NONE
+    for claim in shared.values():
+        result = result + Tally.of(claim_demand(claim, settings))
+    return result
+
+
+def _decrement(counter: Counter[str], key: str) -> None:
+    counter[key] -= 1
+    if counter[key] <= 0:
+        del counter[key]
 
 
 def _log_names(before: frozenset[str] | None, after: frozenset[str] | None) -> None:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from tests.support.pods import gpu_pod, make_pod, quota, res
 from tests.support.reviews import make_review
 from webhook.accounting.demand import QuotaSettings, pod_demand
+from webhook.accounting.tally import Tally
 from webhook.accounting.usage import Usage, total
 from webhook.quota.check import check_quota
 from webhook.quota.policy import GPUQuota
@@ -34,6 +35,9 @@ class PodsView:
 
     def usage(self, namespace: str, settings: QuotaSettings) -> Usage:
         return total(pod_demand(p, settings) for p in self.pods if p["metadata"]["namespace"] == namespace)
+
+    def tally(self, namespace: str, settings: QuotaSettings) -> Tally:
+        return Tally.of(self.usage(namespace, settings))
 
     def dra(self) -> None:
         return None

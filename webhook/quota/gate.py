@@ -25,7 +25,7 @@ from typing import Protocol
 
 from webhook.accounting.count import GpuCount
 from webhook.accounting.demand import DEFAULT_SETTINGS, QuotaSettings
-from webhook.accounting.usage import Usage
+from webhook.accounting.tally import Tally
 from webhook.cache import ClusterCache
 from webhook.dra.index import DraIndex
 from webhook.quota.check import QuotaOutcome, check_quota, request_pod_key
@@ -122,8 +122,8 @@ class _WithoutOwnReservation:
     def namespace_labels(self, namespace: str) -> Mapping[str, str]:
         return self.cache.namespace_labels(namespace)
 
-    def usage(self, namespace: str, settings: QuotaSettings) -> Usage:
-        return self.cache.usage(namespace, settings, excluding=self.key)
+    def tally(self, namespace: str, settings: QuotaSettings) -> Tally:
+        return self.cache.tally(namespace, settings, excluding=self.key)
 
     def dra(self) -> DraIndex | None:
         return self.cache.dra()

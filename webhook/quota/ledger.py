@@ -36,6 +36,7 @@ import orjson
 from webhook import gpu
 from webhook.accounting.count import GpuCount
 from webhook.accounting.demand import DEFAULT_SETTINGS, KaiRequest, PodShape, QuotaSettings, shape_demand
+from webhook.accounting.tally import Tally
 from webhook.accounting.usage import Usage
 from webhook.cache import ClusterCache
 from webhook.dra.devices import DeviceAsk
@@ -106,6 +107,9 @@ class LedgerView:
         # The entries are this namespace's: one ledger per namespace.
         unseen = {c.key for e in self.unseen for c in e.shape.shared_claims()}
         return self.cache.claims_in_use(namespace) | unseen
+
+    def tally(self, namespace: str, settings: QuotaSettings) -> Tally:
+        return Tally.of(self.usage(namespace, settings))
 
     def usage(self, namespace: str, settings: QuotaSettings) -> Usage:
         result = self.cache.pod_usage(namespace, settings)

@@ -19,10 +19,12 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from functools import cached_property
 from typing import Any
 
 from webhook import gpu, quantity
 from webhook.accounting.demand import QuotaSettings
+from webhook.accounting.tally import Amount, scaled, unit_of
 from webhook.accounting.usage import GPU_MEMORY, GPUS
 from webhook.errors import PolicyError, PolicyProblem
 from webhook.match import LabelSelector, Match, SelectorError, check_glob
@@ -31,6 +33,8 @@ from webhook.types import EnforcementAction
 API_VERSION = "gpuwebhook.io/v1alpha1"
 KIND = "GPUQuota"
 ACTIONS: tuple[EnforcementAction, ...] = ("deny", "warn", "dryrun")
+# Bounds the memo of applies_to: namespaces are few, but a request can name any.
+MAX_REMEMBERED_NAMESPACES = 4096
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _FIELDS = {
@@ -65,9 +69,27 @@ class GPUQuota:
     settings: QuotaSettings | None = None
     file: str = ""
     line: int = 0
+    # Per policy load: whether the quota applies to a namespace, where its labels do not matter.
+    _by_namespace: dict[str, bool] = field(
+        init=False, default_factory=dict, compare=False, repr=False, hash=False
+    )
 
     def applies_to(self, namespace: str, labels: Mapping[str, str]) -> bool:
-        return self.match.matches(namespace, labels, {})
+        if self.match.namespace_selector is not None:
+            return self.match.matches(namespace, labels, {})
+        found = self._by_namespace.get(namespace)
+        if found is None:
+            if len(self._by_namespace) >= MAX_REMEMBERED_NAMESPACES:
+                self._by_namespace.clear()
+            found = self._by_namespace[namespace] = self.match.matches(namespace, {}, {})
+        return found
+
+    @cached_property
+    def limit_units(self) -> tuple[tuple[str, Amount], ...]:
+        """limits.items() in each dimension's unit (webhook/accounting/tally.py), for integer checks."""
+        return tuple(
+            (dimension, scaled(limit, unit_of(dimension))) for dimension, limit in self.limits.items()
+        )
 
     def settings_or(self, default: QuotaSettings) -> QuotaSettings:
         return self.settings or default

@@ -95,13 +95,16 @@ def admission_handler(service: Service, endpoint: Endpoint, lane: HeavyLane | No
         deadline = started + budget_seconds(request.query_params.get("timeout"))
         log.debug("request received", extra={"endpoint": endpoint})
         try:
-            admission, size = await _read_review(request, service)
+            admission, received = await _read_review(request, service)
         except RequestError as e:
             return _reject(service, endpoint, e, started)
-        heavy = lane if service.heavy_executor is not None and service.is_heavy(admission, size) else None
+        costly = service.heavy_executor is not None and service.is_heavy(admission, len(received))
+        heavy = lane if costly else None
         inflight.count += 1
         try:
-            return await _answer(service, endpoint, admission, started, deadline, inflight.count, heavy)
+            return await _answer(
+                service, endpoint, (admission, received), started, deadline, inflight.count, heavy
+            )
         finally:
             inflight.count -= 1
 
@@ -111,15 +114,17 @@ def admission_handler(service: Service, endpoint: Endpoint, lane: HeavyLane | No
 async def _answer(
     service: Service,
     endpoint: Endpoint,
-    admission: AdmissionRequest,
+    review: tuple[AdmissionRequest, bytes],
     started: float,
     deadline: float,
     load: int,
     heavy: HeavyLane | None = None,
 ) -> Response:
+    admission, received = review  # the body as read: the audit record's digest is taken from it
     decision = await _evaluate(service, admission, endpoint, deadline, load, heavy)
     try:
-        decision = await service.record(admission, endpoint, decision, time.perf_counter() - started)
+        seconds = time.perf_counter() - started
+        decision = await service.record(admission, endpoint, decision, seconds, received)
     except AuditUnavailable as e:
         service.metrics.observe(endpoint, "unrecorded", time.perf_counter() - started)
         return error_response(503, str(e))
@@ -128,15 +133,15 @@ async def _answer(
     return Response(body, media_type=JSON)
 
 
-async def _read_review(request: Request, service: Service) -> tuple[AdmissionRequest, int]:
-    """The request, and its body's size (for the cost estimate)."""
+async def _read_review(request: Request, service: Service) -> tuple[AdmissionRequest, bytes]:
+    """The request, and its body (its size is the cost estimate's; the audit record reads it)."""
     _check_content_type(request)
     try:
         async with asyncio.timeout(service.body_timeout_seconds):  # no extra task, unlike wait_for
             body = await read_body(request, service.max_body_bytes)
     except TimeoutError:
         raise RequestTimeout(f"body not received within {service.body_timeout_seconds:g}s") from None
-    return parse_review(body), len(body)
+    return parse_review(body), body
 
 
 async def _evaluate(

@@ -104,7 +104,8 @@ def verdict(decision: Decision, scrub: Callable[[str], str]) -> Record:
     if not decision.allowed:
         fields["message"] = scrub(decision.message)
     if decision.warnings:
-        fields["warnings"] = [scrub(w) for w in decision.warnings]
+        own = decision.own_warnings
+        fields["warnings"] = [clip(w) if w in own else scrub(w) for w in decision.warnings]
     if decision.audit_annotations:
         fields["auditAnnotations"] = {k: scrub(v) for k, v in decision.audit_annotations.items()}
     quota = getattr(decision, "quota", None)
@@ -164,9 +165,11 @@ def _scrubber_for(request: AdmissionRequest, decision: Decision) -> Callable[[st
     """Walking the objects costs time, so only decisions that carry policy-written free text pay.
 
     Audit annotations and quota figures are ours (policy and constraint names, amounts), and
-    the mutated object holds no secret the submitted one did not, so neither needs the walk.
+    so are the warnings review() marked as its own (Decision.own_warnings); the mutated object
+    holds no secret the submitted one did not. None of them needs the walk.
     """
-    if not (decision.message or decision.warnings or decision.findings):
+    policy_warnings = any(w not in decision.own_warnings for w in decision.warnings)
+    if not (decision.message or policy_warnings or decision.findings):
         return clip
     objects: list[KubeObject | None] = [request.get("object"), request.get("oldObject")]
     return Scrubber(sensitive_values(objects))

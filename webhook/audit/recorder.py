@@ -130,17 +130,21 @@ class AuditRecorder:
     ) -> None:
         now, policy_version = self._clock(), self._policy_version()
         if body is not None and self._writer.remote:
-            facts = encode_facts(
-                decision,
-                endpoint=endpoint,
-                latency_ms=seconds * 1000,
-                now=now,
-                instance=self._instance,
-                policy_version=policy_version,
-            )
-            with contextlib.suppress(HelperGone):  # gone since: nothing was sent, the worker writes
-                await self._writer.append_decision(facts, body)
-                return
+            try:
+                facts = encode_facts(
+                    decision,
+                    endpoint=endpoint,
+                    latency_ms=seconds * 1000,
+                    now=now,
+                    instance=self._instance,
+                    policy_version=policy_version,
+                )
+            except TypeError:
+                pass  # quota figures JSON cannot carry: the record is built here
+            else:
+                with contextlib.suppress(HelperGone):  # gone since: nothing was sent, the worker writes
+                    await self._writer.append_decision(facts, body)
+                    return
         entry = decision_record(
             request,
             decision,

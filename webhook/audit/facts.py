@@ -32,7 +32,8 @@ def encode_facts(
     instance: str,
     policy_version: str,
 ) -> bytes:
-    """The facts of one decision, as JSON; `decode_record` turns them into its record."""
+    """The facts of one decision, as JSON, which `decode_record` turns into its record; TypeError
+    when the quota figures hold what JSON cannot carry as it is."""
     facts: Record = {
         "endpoint": endpoint,
         "latencyMs": latency_ms,
@@ -52,11 +53,9 @@ def encode_facts(
         "gpus": None if decision.gpus is None else str(decision.gpus),
         "unreviewed": decision.unreviewed,
     }
-    try:
-        return orjson.dumps(facts, default=_plain)
-    except TypeError:  # keys orjson does not take, integers past 64 bits: what json_safe makes of them
-        facts["quota"] = json_safe(decision.quota, _same)
-        return orjson.dumps(facts, default=_plain)
+    # TypeError for what JSON cannot carry as it is (keys that are not strings, integers past 64
+    # bits): the caller builds that record itself.
+    return orjson.dumps(facts, default=_plain)
 
 
 def decode_record(facts: bytes, request: AdmissionRequest) -> Record:

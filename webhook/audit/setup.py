@@ -14,6 +14,7 @@ from webhook.audit.metrics import AuditMetrics
 from webhook.audit.recorder import AuditRecorder, default_instance
 from webhook.audit.remote import JournalHelper
 from webhook.audit.signing import SigningKey
+from webhook.audit.syncer import FsyncHelper
 from webhook.audit.writer import AuditWriter
 from webhook.config import Settings
 
@@ -25,7 +26,11 @@ def build_recorder(
         return None
     metrics = AuditMetrics(registry)
     helper = JournalHelper(helper_config(settings), on_batch=metrics.batch.observe)
-    writer = AuditWriter(build_journal(settings), on_batch=metrics.batch.observe, helper=helper)
+    # Without the journal helper (it could not start, or exited) the worker writes as it always
+    # could, its fsyncs in the fsync helper.
+    writer = AuditWriter(
+        build_journal(settings), on_batch=metrics.batch.observe, syncer=FsyncHelper(), helper=helper
+    )
     recorder = AuditRecorder(
         writer,
         policy_version=policy_version,

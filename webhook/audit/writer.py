@@ -7,6 +7,10 @@ once the journal holds it, so the response that follows is never ahead of the lo
 Code running in the event loop calls `await writer.append(entry)`; code running
 in its own thread (a background scan) may call `writer.journal.append([...])`.
 
+With a journal helper (remote.py) running, `append` and `append_decision` hand the record to
+that process, which does all of the below in its own journal; what follows is how the worker
+writes when there is none.
+
 A batch is sealed and written on the event loop itself when the journal's lock is free:
 in a thread, every blocking call (stat, write, flock) would give up the GIL and wait for
 the busy loop to hand it back. In batch mode only the fsync is handed off, after the lock

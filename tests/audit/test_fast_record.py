@@ -167,7 +167,7 @@ def test_the_helpers_record_is_the_straightforward_one(
     data: st.DataObject, request: AdmissionRequest, endpoint: Endpoint, latency_ms: float
 ) -> None:
     decision = data.draw(decisions(request))
-    fields = {
+    fields: dict[str, Any] = {
         "endpoint": endpoint,
         "latency_ms": latency_ms,
         "now": NOW,
@@ -190,7 +190,8 @@ def policy_written(decision: Decision) -> bool:
 
 def test_quota_figures_json_cannot_carry_are_left_to_the_worker() -> None:
     """A key that is not a string: the recorder builds that record itself (recorder._write)."""
-    decision = Decision(allowed=True, quota={1: "one"})
+    figures: Any = {1: "one"}
+    decision = Decision(allowed=True, quota=figures)
     with pytest.raises(TypeError):
         encode_facts(decision, endpoint="validate", latency_ms=1.0, now=NOW, instance="i", policy_version="p")
 
@@ -214,6 +215,12 @@ def test_only_policy_written_warnings_are_scanned_for_secrets(
         "object": pod,
     }
     decision = Decision(allowed=True, warnings=(f"asked {SECRET}",), own_warnings=own)
-    fields = {"endpoint": "mutate", "latency_ms": 1.0, "now": NOW, "instance": "i", "policy_version": "p"}
+    fields: dict[str, Any] = {
+        "endpoint": "mutate",
+        "latency_ms": 1.0,
+        "now": NOW,
+        "instance": "i",
+        "policy_version": "p",
+    }
     assert decision_record(request, decision, **fields)["warnings"] == [recorded]
     assert by_the_helper(request, decision, "mutate", 1.0)["warnings"] == [recorded]

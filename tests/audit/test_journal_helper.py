@@ -15,16 +15,20 @@ from typing import Any
 
 import orjson
 import pytest
+from prometheus_client import CollectorRegistry
 
 from tests.audit.logs import START, entry, numbered, records, request
 from webhook.audit.facts import encode_facts
 from webhook.audit.journal import AuditWriteError, FsyncMode, Journal, JournalOptions
 from webhook.audit.journald import HelperConfig
+from webhook.audit.metrics import AuditMetrics
 from webhook.audit.record import decision_record
-from webhook.audit.remote import JournalHelper
+from webhook.audit.recorder import AuditRecorder
+from webhook.audit.remote import JournalHelper, RecordNotBuilt
 from webhook.audit.signing import generate, load_public
 from webhook.audit.verify import verify
 from webhook.audit.writer import AuditWriter
+from webhook.config import FailureMode
 from webhook.decision import Decision, Finding
 
 
@@ -193,3 +197,55 @@ def test_every_mode_writes_through_the_helper_and_it_signs_a_last_checkpoint(
     assert [r["type"] for r in written] == ["decision"] * 3 + ["checkpoint"]
     assert written[-1]["instance"] == "pod-0/1" and written[-1]["records"] == 3
     assert verify([log], public_key=load_public(public), from_genesis=True).ok
+
+
+def test_a_record_the_helper_cannot_build_fails_only_its_own_decision(tmp_path: Path) -> None:
+    """Not an outage of the log: the recorder sends that decision unrecorded, as when it cannot
+    build a record itself, and the batch's other records are written."""
+    log = tmp_path / "audit.log"
+
+    async def scenario() -> None:
+        async with writing(JournalHelper(config(log)), log) as writer:
+            broken, fine = await asyncio.gather(
+                writer.append_decision(b"{not json", body_of("broken")),
+                writer.append_decision(facts(Decision(True)), body_of("fine")),
+                return_exceptions=True,
+            )
+            assert isinstance(broken, RecordNotBuilt) and fine is None
+
+    run(scenario)
+    assert [r["uid"] for r in records(log)] == ["fine"]
+
+
+@pytest.mark.parametrize(("mode", "code"), [("closed", 500), ("open", 200)])
+def test_a_helper_dying_under_a_decision_answers_it_by_the_failure_mode(
+    tmp_path: Path, mode: FailureMode, code: int
+) -> None:
+    log = tmp_path / "audit.log"
+    answers: list[Decision] = []
+
+    async def scenario() -> None:
+        helper = JournalHelper(config(log))
+        writer = AuditWriter(Journal(JournalOptions(path=log)), helper=helper)
+        recorder = AuditRecorder(
+            writer, policy_version=lambda: "p1", failure_mode=mode, metrics=AuditMetrics(CollectorRegistry())
+        )
+        await recorder.start()
+        pid = helper_pid(helper)
+        os.kill(pid, signal.SIGSTOP)
+        held = asyncio.ensure_future(
+            recorder.record(request("held"), "validate", Decision(True), 0.001, body_of("held"))
+        )
+        await asyncio.sleep(0)
+        os.kill(pid, signal.SIGKILL)
+        answers.append(await held)
+        answers.append(
+            await recorder.record(request("next"), "validate", Decision(True), 0.001, body_of("next"))
+        )
+        await recorder.stop()
+        await writer.close()
+
+    run(scenario)
+    assert [a.code for a in answers] == [code, 200]
+    assert [r.get("uid") for r in records(log) if r["type"] == "decision"] == ["next"]
+    assert verify([log], from_genesis=True).ok

@@ -12,8 +12,8 @@ header and of the AdmissionReview body), the header, `{"id": n, "entry": {...}}`
 fields, sealed as they are) or `{"id": n}`, and, for a decision, the AdmissionReview body and
 then its facts. The helper answers each batch it wrote with one JSON frame: `batch`, how many
 records it wrote, `ok`, the ids of the decisions recorded, `records`, `[id, sealed record]` for
-each entry, and `failed`, `[id, error]` for each request that could not be recorded (the
-journal's own error). Before any request it sends `{"ok": [0]}` once its journal is open, or
+each entry, `failed`, `[id, error]` for each request that could not be written (the journal's
+own error), and `unbuilt`, `[id, error]` for each decision whose record could not be built. Before any request it sends `{"ok": [0]}` once its journal is open, or
 `{"failed": [[0, error]]}` and exits.
 
 The helper ignores SIGINT and SIGTERM and, when its socket closes, writes a last checkpoint
@@ -149,18 +149,19 @@ def _drain(channel: socket.socket) -> bytes:
 def _answer(batch: list[bytes], journal: Journal) -> bytes:
     """Build and write a batch; the one answer that settles all of its requests."""
     failed: list[tuple[int, str]] = []
+    unbuilt: list[tuple[int, str]] = []
     ids: list[int] = []
     entries: list[Record] = []
     returned: list[bool] = []  # an entry's caller gets its sealed record; a decision's, only the news
     for message in batch:
         ident, entry, error, is_decision = _entry(message)
         if entry is None:
-            failed.append((ident, error))
+            unbuilt.append((ident, error))
         else:
             ids.append(ident)
             entries.append(entry)
             returned.append(not is_decision)
-    answer: Record = {"failed": failed}
+    answer: Record = {"failed": failed, "unbuilt": unbuilt}
     if not entries:
         return orjson.dumps(answer)
     try:

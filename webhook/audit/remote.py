@@ -40,6 +40,11 @@ class HelperGone(Exception):
     """The helper is not running; nothing was sent, so the caller may write another way."""
 
 
+class RecordNotBuilt(Exception):
+    """The helper could not build a decision's record from what it was sent (a defect, not an
+    outage of the log): the decision goes unrecorded, as when the worker cannot build one."""
+
+
 class _Answers(asyncio.Protocol):
     def __init__(self, helper: JournalHelper) -> None:
         self._helper = helper
@@ -150,6 +155,8 @@ class JournalHelper:
             self._settle(ident, record, None)
         for ident, error in batch.get("failed", ()):
             self._settle(ident, None, AuditWriteError(error))
+        for ident, error in batch.get("unbuilt", ()):
+            self._settle(ident, None, RecordNotBuilt(error))
 
     def lost(self, why: str) -> None:
         if self._transport is not None:
@@ -188,7 +195,7 @@ class JournalHelper:
         if self._transport is not None:
             self._transport.write(b"".join(outbox))
 
-    def _settle(self, ident: int, record: Record | None, error: AuditWriteError | None) -> None:
+    def _settle(self, ident: int, record: Record | None, error: Exception | None) -> None:
         found = self._waiters.pop(ident, None)
         if found is None:  # its caller timed out, or was cancelled
             return

@@ -148,12 +148,14 @@ def decisions(draw: st.DrawFn, request: AdmissionRequest) -> Decision:
 def by_the_helper(
     request: AdmissionRequest, decision: Decision, endpoint: Endpoint, latency_ms: float
 ) -> Any:
-    """What the helper builds: the facts as sent, and the request as parsed from the body sent."""
+    """What the helper builds: the facts as sent, and the request as parsed from the body sent
+    (which review() read through admission.parse_review: the same dict)."""
     body = orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
     facts = encode_facts(
         decision, endpoint=endpoint, latency_ms=latency_ms, now=NOW, instance="pod-0/7", policy_version="p1"
     )
-    return decode_record(facts, parse_review(body))
+    assert parse_review(body) == request  # what review() saw is what the helper reads
+    return decode_record(facts, orjson.loads(body)["request"])
 
 
 @settings(max_examples=300, deadline=None)

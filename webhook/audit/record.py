@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import itertools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -135,7 +136,8 @@ def json_safe(value: Any, scrub: Callable[[str], str], depth: int = 0) -> Any:
     if value is None or kind is bool or kind is int:
         return value
     if kind is dict:
-        return {str(k): json_safe(v, scrub, depth + 1) for k, v in list(value.items())[:_JSON_ITEMS]}
+        items = value.items() if len(value) <= _JSON_ITEMS else itertools.islice(value.items(), _JSON_ITEMS)
+        return {k if type(k) is str else str(k): json_safe(v, scrub, depth + 1) for k, v in items}
     if kind is list:
         return [json_safe(v, scrub, depth + 1) for v in value[:_JSON_ITEMS]]
     return _any_json_safe(value, scrub, depth)

@@ -98,13 +98,16 @@ def admission_handler(service: Service, endpoint: Endpoint, lane: HeavyLane | No
         deadline = started + budget_seconds(_query_value(request.scope.get("query_string", b""), "timeout"))
         log.debug("request received", extra={"endpoint": endpoint})
         try:
-            admission, size = await _read_review(request, service)
+            admission, received = await _read_review(request, service)
         except RequestError as e:
             return _reject(service, endpoint, e, started)
-        heavy = lane if service.heavy_executor is not None and service.is_heavy(admission, size) else None
+        costly = service.heavy_executor is not None and service.is_heavy(admission, len(received))
+        heavy = lane if costly else None
         inflight.count += 1
         try:
-            return await _answer(service, endpoint, admission, started, deadline, inflight.count, heavy)
+            return await _answer(
+                service, endpoint, (admission, received), started, deadline, inflight.count, heavy
+            )
         finally:
             inflight.count -= 1
 
@@ -114,15 +117,17 @@ def admission_handler(service: Service, endpoint: Endpoint, lane: HeavyLane | No
 async def _answer(
     service: Service,
     endpoint: Endpoint,
-    admission: AdmissionRequest,
+    review: tuple[AdmissionRequest, bytes],
     started: float,
     deadline: float,
     load: int,
     heavy: HeavyLane | None = None,
 ) -> Response:
+    admission, received = review  # the body as read: the audit record's digest is taken from it
     decision = await _evaluate(service, admission, endpoint, deadline, load, heavy)
     try:
-        decision = await service.record(admission, endpoint, decision, time.perf_counter() - started)
+        seconds = time.perf_counter() - started
+        decision = await service.record(admission, endpoint, decision, seconds, received)
     except AuditUnavailable as e:
         service.metrics.observe(endpoint, "unrecorded", time.perf_counter() - started)
         return error_response(503, str(e))
@@ -131,15 +136,15 @@ async def _answer(
     return Response(body, media_type=JSON)
 
 
-async def _read_review(request: Request, service: Service) -> tuple[AdmissionRequest, int]:
-    """The request, and its body's size (for the cost estimate)."""
+async def _read_review(request: Request, service: Service) -> tuple[AdmissionRequest, bytes]:
+    """The request, and its body (its size is the cost estimate's; the audit record reads it)."""
     _check_content_type(request)
     try:
         async with asyncio.timeout(service.body_timeout_seconds):  # no extra task, unlike wait_for
             body = await read_body(request, service.max_body_bytes)
     except TimeoutError:
         raise RequestTimeout(f"body not received within {service.body_timeout_seconds:g}s") from None
-    return await parse_off_loop(body), len(body)
+    return await parse_off_loop(body), body
 
 
 async def parse_off_loop(body: bytes) -> AdmissionRequest:

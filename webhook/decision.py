@@ -53,6 +53,10 @@ class Decision:
     # Why the failure mode answered instead of a review; None when it was reviewed. Metrics and
     # the audit log keep the two apart.
     unreviewed: Unreviewed | None = None
+    # Which of `warnings` the webhook wrote itself (the MIG rounding explanation, the DRA estimate):
+    # texts of ours, which the audit log records without scanning the request for secrets.
+    # Warnings that policies wrote (constraint findings) are never in it.
+    own_warnings: frozenset[str] = frozenset()
 
     @property
     def reason(self) -> str:

@@ -264,10 +264,12 @@ def _gpu_mutate(request: AdmissionRequest, deps: ReviewDeps) -> Decision:
     except AdmissionDenied as e:
         return deny(str(e), findings=(Finding(subject.policy.name, "deny", str(e)),))
     stamp = subject.policy.stamp
+    warnings = clamp_warnings([*result.warnings, *_unserved(subject, result.object, deps)])
     return Decision(
         allowed=True,
         patch=result.patch,
-        warnings=clamp_warnings([*result.warnings, *_unserved(subject, result.object, deps)]),
+        warnings=warnings,
+        own_warnings=frozenset(warnings),  # the mutators' explanations: texts of ours
         audit_annotations={"sharing-policy": stamp, "sharing-mode": result.mode},
         object=result.object,
         sharing_mode=result.mode,
@@ -363,8 +365,11 @@ def validate(
         decision = replace(decision, code=native.code)
     if count is None or not decision.allowed:
         return decision
-    warnings = clamp_warnings([*decision.warnings, ESTIMATED]) if count.estimated else decision.warnings
-    return replace(decision, gpus=count.equivalents, warnings=warnings)
+    if not count.estimated:
+        return replace(decision, gpus=count.equivalents)
+    warnings = clamp_warnings([*decision.warnings, ESTIMATED])
+    own = decision.own_warnings | {w for w in warnings if w not in decision.warnings}
+    return replace(decision, gpus=count.equivalents, warnings=warnings, own_warnings=own)
 
 
 def _native_denied_first(findings: list[Finding], native: native_validating.NativeOutcome) -> bool:

@@ -12,11 +12,12 @@ from webhook.metrics import Metrics
 from webhook.types import AdmissionRequest, Endpoint
 
 Hook = Callable[[], Awaitable[None]]
-RecordHook = Callable[[AdmissionRequest, Endpoint, Decision, float], Awaitable[Decision]]
+# The request, its endpoint, the decision, the seconds it took, and the body as read.
+RecordHook = Callable[[AdmissionRequest, Endpoint, Decision, float, bytes], Awaitable[Decision]]
 
 
 async def unrecorded(
-    request: AdmissionRequest, endpoint: Endpoint, decision: Decision, seconds: float
+    request: AdmissionRequest, endpoint: Endpoint, decision: Decision, seconds: float, body: bytes
 ) -> Decision:
     """The record hook when no audit log is configured: the decision goes out as it is."""
     return decision

@@ -64,12 +64,20 @@ class FileSizeLimit:
         return self.log
 
     def fill(self, server: ServerProcess) -> None:
-        _, hard = resource.prlimit(server.process.pid, resource.RLIMIT_FSIZE)
-        resource.prlimit(server.process.pid, resource.RLIMIT_FSIZE, (self.log.stat().st_size, hard))
+        for pid in _writers(server.process.pid):
+            _, hard = resource.prlimit(pid, resource.RLIMIT_FSIZE)
+            resource.prlimit(pid, resource.RLIMIT_FSIZE, (self.log.stat().st_size, hard))
 
     def free(self, server: ServerProcess) -> None:
-        _, hard = resource.prlimit(server.process.pid, resource.RLIMIT_FSIZE)
-        resource.prlimit(server.process.pid, resource.RLIMIT_FSIZE, (hard, hard))
+        for pid in _writers(server.process.pid):
+            _, hard = resource.prlimit(pid, resource.RLIMIT_FSIZE)
+            resource.prlimit(pid, resource.RLIMIT_FSIZE, (hard, hard))
+
+
+def _writers(pid: int) -> list[int]:
+    """The server and its children: the journal helper writes the log (webhook/audit/remote.py)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [pid, *(int(child) for child in children)]
 
 
 @dataclass

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import itertools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -104,7 +105,8 @@ def verdict(decision: Decision, scrub: Callable[[str], str]) -> Record:
     if not decision.allowed:
         fields["message"] = scrub(decision.message)
     if decision.warnings:
-        fields["warnings"] = [scrub(w) for w in decision.warnings]
+        own = decision.own_warnings
+        fields["warnings"] = [clip(w) if w in own else scrub(w) for w in decision.warnings]
     if decision.audit_annotations:
         fields["auditAnnotations"] = {k: scrub(v) for k, v in decision.audit_annotations.items()}
     quota = getattr(decision, "quota", None)
@@ -134,7 +136,8 @@ def json_safe(value: Any, scrub: Callable[[str], str], depth: int = 0) -> Any:
     if value is None or kind is bool or kind is int:
         return value
     if kind is dict:
-        return {str(k): json_safe(v, scrub, depth + 1) for k, v in list(value.items())[:_JSON_ITEMS]}
+        items = value.items() if len(value) <= _JSON_ITEMS else itertools.islice(value.items(), _JSON_ITEMS)
+        return {k if type(k) is str else str(k): json_safe(v, scrub, depth + 1) for k, v in items}
     if kind is list:
         return [json_safe(v, scrub, depth + 1) for v in value[:_JSON_ITEMS]]
     return _any_json_safe(value, scrub, depth)
@@ -164,9 +167,11 @@ def _scrubber_for(request: AdmissionRequest, decision: Decision) -> Callable[[st
     """Walking the objects costs time, so only decisions that carry policy-written free text pay.
 
     Audit annotations and quota figures are ours (policy and constraint names, amounts), and
-    the mutated object holds no secret the submitted one did not, so neither needs the walk.
+    so are the warnings review() marked as its own (Decision.own_warnings); the mutated object
+    holds no secret the submitted one did not. None of them needs the walk.
     """
-    if not (decision.message or decision.warnings or decision.findings):
+    policy_warnings = any(w not in decision.own_warnings for w in decision.warnings)
+    if not (decision.message or policy_warnings or decision.findings):
         return clip
     objects: list[KubeObject | None] = [request.get("object"), request.get("oldObject")]
     return Scrubber(sensitive_values(objects))

@@ -18,10 +18,12 @@ import socket
 import uuid
 from collections.abc import Callable
 
+from webhook.audit.facts import encode_facts
 from webhook.audit.health import AuditHealth, outage_record
 from webhook.audit.journal import AuditWriteError
 from webhook.audit.metrics import AuditMetrics
 from webhook.audit.record import decision_record, envelope
+from webhook.audit.remote import HelperGone
 from webhook.audit.writer import AuditWriter
 from webhook.config import FailureMode
 from webhook.decision import Decision, deny
@@ -96,19 +98,17 @@ class AuditRecorder:
         return self.health.readiness()
 
     async def record(
-        self, request: AdmissionRequest, endpoint: Endpoint, decision: Decision, seconds: float
+        self,
+        request: AdmissionRequest,
+        endpoint: Endpoint,
+        decision: Decision,
+        seconds: float,
+        body: bytes | None = None,
     ) -> Decision:
+        """Write the decision's record before it is answered. `body`, the AdmissionReview's bytes as
+        read, lets the journal helper build the record off this core (remote.py)."""
         try:
-            entry = decision_record(
-                request,
-                decision,
-                endpoint=endpoint,
-                latency_ms=seconds * 1000,
-                now=self._clock(),
-                instance=self._instance,
-                policy_version=self._policy_version(),
-            )
-            await self._writer.append(entry)
+            await self._write(request, endpoint, decision, seconds, body)
         except AuditWriteError as e:
             self._failed(str(e), decisions=1)
             return self._unrecorded(request, endpoint, decision, str(e))
@@ -119,6 +119,42 @@ class AuditRecorder:
         if not self.health.writable:
             self._wake.set()  # the log takes records again: write the outage record now
         return decision
+
+    async def _write(
+        self,
+        request: AdmissionRequest,
+        endpoint: Endpoint,
+        decision: Decision,
+        seconds: float,
+        body: bytes | None,
+    ) -> None:
+        now, policy_version = self._clock(), self._policy_version()
+        if body is not None and self._writer.remote:
+            try:
+                facts = encode_facts(
+                    decision,
+                    endpoint=endpoint,
+                    latency_ms=seconds * 1000,
+                    now=now,
+                    instance=self._instance,
+                    policy_version=policy_version,
+                )
+            except TypeError:
+                pass  # quota figures JSON cannot carry: the record is built here
+            else:
+                with contextlib.suppress(HelperGone):  # gone since: nothing was sent, the worker writes
+                    await self._writer.append_decision(facts, body)
+                    return
+        entry = decision_record(
+            request,
+            decision,
+            endpoint=endpoint,
+            latency_ms=seconds * 1000,
+            now=now,
+            instance=self._instance,
+            policy_version=policy_version,
+        )
+        await self._writer.append(entry)
 
     def _failed(self, error: str, *, decisions: int) -> None:
         if self.health.failed(error, self._clock(), decisions=decisions):

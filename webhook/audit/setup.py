@@ -9,8 +9,10 @@ from prometheus_client import CollectorRegistry
 
 from webhook.audit.checkpoint import Checkpointer
 from webhook.audit.journal import Journal, JournalOptions
+from webhook.audit.journald import HelperConfig
 from webhook.audit.metrics import AuditMetrics
 from webhook.audit.recorder import AuditRecorder, default_instance
+from webhook.audit.remote import JournalHelper
 from webhook.audit.signing import SigningKey
 from webhook.audit.syncer import FsyncHelper
 from webhook.audit.writer import AuditWriter
@@ -23,7 +25,12 @@ def build_recorder(
     if settings.audit_log is None:
         return None
     metrics = AuditMetrics(registry)
-    writer = AuditWriter(build_journal(settings), on_batch=metrics.batch.observe, syncer=FsyncHelper())
+    helper = JournalHelper(helper_config(settings), on_batch=metrics.batch.observe)
+    # Without the journal helper (it could not start, or exited) the worker writes as it always
+    # could, its fsyncs in the fsync helper.
+    writer = AuditWriter(
+        build_journal(settings), on_batch=metrics.batch.observe, syncer=FsyncHelper(), helper=helper
+    )
     recorder = AuditRecorder(
         writer,
         policy_version=policy_version,
@@ -45,6 +52,23 @@ def build_journal(settings: Settings) -> Journal:
         copy_fd=sys.stdout.fileno() if settings.audit_stdout else None,
     )
     return Journal(options, checkpointer=_checkpointer(settings))
+
+
+def helper_config(settings: Settings) -> HelperConfig:
+    """The journal helper opens the same log as build_journal, and signs as this worker."""
+    assert settings.audit_log is not None
+    key = settings.audit_signing_key
+    return HelperConfig(
+        path=str(settings.audit_log),
+        fsync=settings.audit_fsync,
+        max_bytes=settings.audit_max_bytes,
+        keep=settings.audit_keep,
+        copy_fd=sys.stdout.fileno() if settings.audit_stdout else None,
+        signing_key=None if key is None else str(key),
+        checkpoint_records=settings.audit_checkpoint_records,
+        checkpoint_seconds=settings.audit_checkpoint_seconds,
+        instance=default_instance(),
+    )
 
 
 def check_audit(settings: Settings) -> None:

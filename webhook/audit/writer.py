@@ -7,6 +7,10 @@ once the journal holds it, so the response that follows is never ahead of the lo
 Code running in the event loop calls `await writer.append(entry)`; code running
 in its own thread (a background scan) may call `writer.journal.append([...])`.
 
+With a journal helper (remote.py) running, `append` and `append_decision` hand the record to
+that process, which does all of the below in its own journal; what follows is how the worker
+writes when there is none.
+
 A batch is sealed and written on the event loop itself when the journal's lock is free:
 in a thread, every blocking call (stat, write, flock) would give up the GIL and wait for
 the busy loop to hand it back. In batch mode only the fsync is handed off, after the lock
@@ -24,10 +28,10 @@ from typing import Any
 
 from webhook.audit.chain import Record
 from webhook.audit.journal import AuditWriteError, Journal, Written
+from webhook.audit.remote import DEFAULT_TIMEOUT_SECONDS, HelperGone, JournalHelper
 from webhook.audit.syncer import FsyncHelper, SyncerGone
 
 MAX_BATCH = 1024
-DEFAULT_TIMEOUT_SECONDS = 5.0
 Pending = tuple[Mapping[str, Any], "asyncio.Future[Record]"]
 
 
@@ -39,8 +43,10 @@ class AuditWriter:
         timeout: float = DEFAULT_TIMEOUT_SECONDS,
         on_batch: Callable[[int], None] | None = None,
         syncer: FsyncHelper | None = None,
+        helper: JournalHelper | None = None,
     ) -> None:
         self.journal = journal
+        self._helper = helper
         self._syncer = syncer if journal.options.fsync == "batch" else None
         self._timeout = timeout
         self._on_batch = on_batch
@@ -52,9 +58,29 @@ class AuditWriter:
         await asyncio.get_running_loop().run_in_executor(self._executor, self.journal.open)
         if self._syncer is not None:
             self._syncer.start()
+        if self._helper is not None:
+            await self._helper.start()
+
+    @property
+    def remote(self) -> bool:
+        """Whether the journal helper writes this worker's records (remote.py)."""
+        return self._helper is not None and self._helper.running
+
+    async def append_decision(self, facts: bytes, body: bytes) -> None:
+        """Have the journal helper build and write a decision's record (facts.py) and return once
+        it is in the log; HelperGone, with nothing sent, when there is no helper."""
+        if self._helper is None:
+            raise HelperGone("no audit journal helper")
+        await self._helper.append_decision(facts, body)
 
     async def append(self, entry: Mapping[str, Any]) -> Record:
         """Return the sealed record once it is in the log; raise AuditWriteError if it cannot be."""
+        if self.remote:
+            assert self._helper is not None
+            try:
+                return await self._helper.append(dict(entry))
+            except HelperGone:
+                pass  # gone since: the worker writes it itself
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Record] = loop.create_future()
         future.add_done_callback(_retrieve)
@@ -70,6 +96,8 @@ class AuditWriter:
     async def close(self) -> None:
         if self._flusher is not None:
             await self._flusher
+        if self._helper is not None:
+            await self._helper.close()  # after its last answer: it writes its own checkpoint
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(self._executor, self.journal.checkpoint)

@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from webhook import app
+from webhook.admission import parse_review
 from webhook.errors import MalformedReview
 from webhook.types import AdmissionRequest
 
@@ -33,11 +34,10 @@ def _body(padding: int) -> bytes:
 )
 def test_where_a_body_is_decoded(monkeypatch: pytest.MonkeyPatch, padding: int, on_loop: bool) -> None:
     threads: list[threading.Thread] = []
-    real = app.parse_review
 
     def recording(body: bytes) -> AdmissionRequest:
         threads.append(threading.current_thread())
-        return real(body)
+        return parse_review(body)
 
     monkeypatch.setattr(app, "parse_review", recording)
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.mutation.old_engine import resources
-from tests.mutation.old_engine.context import MutationContext
 from tests.mutation.old_engine.sharing import KAI_CONTAINER
 from webhook import kubeversion
 from webhook.accounting import names
 from webhook.accounting.target import PodTarget
 from webhook.errors import AdmissionDenied
+from webhook.mutation import resources
+from webhook.mutation.context import MutationContext
 from webhook.sharing_policy import Checkpoint
 
 NAME = "gpuwebhook-checkpoint"

@@ -21,7 +21,6 @@ import orjson
 
 from tests.mutation.old_engine import hints, inject
 from tests.mutation.old_engine.checkpoint import checkpoint
-from tests.mutation.old_engine.context import MutationContext
 from tests.mutation.old_engine.diff import diff
 from tests.mutation.old_engine.leftovers import hami_leftovers, kai_leftovers
 from tests.mutation.old_engine.sharing import REWRITES
@@ -32,6 +31,7 @@ from webhook.capacity import CapacityView
 from webhook.dra.index import DraIndex
 from webhook.fields import mapping
 from webhook.kubeversion import Version
+from webhook.mutation.context import MutationContext
 from webhook.mutation.shape import check_pod_shape
 from webhook.sharing_policy import SharingPolicy
 from webhook.types import KubeObject, PatchOperation

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.mutation.old_engine.context import MutationContext
 from webhook import gpu
 from webhook.accounting import names
 from webhook.accounting.count import count_gpus
 from webhook.accounting.target import PodTarget
 from webhook.capacity import MIG, SHARED, WHOLE, NodeCapacity
 from webhook.fields import mapping, sequence
+from webhook.mutation.context import MutationContext
 from webhook.mutation.node_terms import HOSTNAME, admits, node_facts
 
 HINTS_ANNOTATION = "gpuwebhook.io/placement-hints"

@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tests.mutation.old_engine.context import MutationContext
 from tests.mutation.old_engine.sharing import MODE_SCHEDULERS
 from webhook import gpu
 from webhook.accounting.target import PodTarget
 from webhook.fields import mapping, sequence
+from webhook.mutation.context import MutationContext
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"

@@ -20,8 +20,6 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from tests.mutation.old_engine import resources
-from tests.mutation.old_engine.context import MutationContext
 from tests.mutation.old_engine.sharing import KAI_CONTAINER, MODE_SCHEDULERS
 from webhook import gpu, quantity
 from webhook.accounting import kai as kai_rules
@@ -30,6 +28,8 @@ from webhook.accounting.needs import CORES, MEMORY
 from webhook.accounting.target import PodTarget
 from webhook.errors import AdmissionDenied
 from webhook.fields import mapping
+from webhook.mutation import resources
+from webhook.mutation.context import MutationContext
 from webhook.quantity import format_mib
 
 HAMI_RESOURCES = (gpu.HAMI_MEMORY, gpu.HAMI_MEMORY_PERCENT, gpu.HAMI_CORES)

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tests.mutation.old_engine import resources
-from tests.mutation.old_engine.context import MutationContext
 from webhook import gpu
 from webhook.accounting import names
 from webhook.accounting.needs import CORES as CORES_ANNOTATION
@@ -15,7 +13,8 @@ from webhook.decision import WARNING_MAX_CHARS
 from webhook.dra import templates
 from webhook.errors import AdmissionDenied
 from webhook.fields import mapping
-from webhook.mutation import mig_nodes
+from webhook.mutation import mig_nodes, resources
+from webhook.mutation.context import MutationContext
 from webhook.quantity import format_mib
 
 Rewrite = Callable[[PodTarget, MutationContext], bool]

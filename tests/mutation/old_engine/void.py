@@ -32,12 +32,12 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tests.mutation.old_engine import resources
-from tests.mutation.old_engine.context import MutationContext
 from webhook.accounting import names
 from webhook.accounting.target import PodTarget
 from webhook.dra.index import DraIndex
 from webhook.dra.requests import UNRESOLVED, GpuRequests, gpu_requests
+from webhook.mutation import resources
+from webhook.mutation.context import MutationContext
 from webhook.types import PatchOperation
 
 VARIABLE = "NVIDIA_VISIBLE_DEVICES"

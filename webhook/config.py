@@ -40,6 +40,7 @@ MiB = 1024 * 1024
 FailureMode = Literal["closed", "open"]
 Enforcement = Literal["policy", "warn"]
 AuditFsync = Literal["always", "batch", "never"]
+AuditWriterKind = Literal["helper", "worker"]
 QuotaConsistency = Literal["per-replica", "strict"]
 DEFAULT_RESERVATION_TTL_SECONDS = 30.0
 DEFAULT_MAX_STALENESS_SECONDS = 60.0
@@ -98,6 +99,8 @@ class Settings:
     enforcement: Enforcement = "policy"
     failure_mode: FailureMode = "closed"
     audit_fsync: AuditFsync = "batch"
+    # helper: a process of its own builds, seals and writes the records; worker: the worker does.
+    audit_writer: AuditWriterKind = "helper"
     audit_max_bytes: int = 100 * MiB
     audit_keep: int = 5
     audit_stdout: bool = False

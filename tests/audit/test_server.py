@@ -52,8 +52,26 @@ def log(tmp_path: Path) -> Path:
     return tmp_path / "audit" / "decisions.log"
 
 
-def test_one_record_per_decision_with_dry_run_marked(cert_dir: Path, log: Path) -> None:
-    server = serve(cert_dir, log)
+def _journal_helpers(server: ServerProcess) -> int:
+    """The server's running journal helper processes (webhook/audit/journald.py)."""
+    found = 0
+    for status in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = status.read_text().rsplit(")", 1)[1].split()
+            command = (status.parent / "cmdline").read_bytes()
+        except OSError:  # the process has gone
+            continue
+        if b"webhook.audit.journald" in command and int(fields[1]) == server.process.pid:
+            found += 1
+    return found
+
+
+WRITERS = pytest.mark.parametrize("writer", ["helper", "worker"])
+
+
+@WRITERS
+def test_one_record_per_decision_with_dry_run_marked(cert_dir: Path, log: Path, writer: str) -> None:
+    server = serve(cert_dir, log, "--audit-writer", writer)
     sent: list[tuple[str, str, bool]] = []
     try:
         for index, (endpoint, dry_run) in enumerate(
@@ -63,6 +81,7 @@ def test_one_record_per_decision_with_dry_run_marked(cert_dir: Path, log: Path) 
             check_reply(review, server.client().post_json(f"/{endpoint}", review), endpoint)
             sent.append((review["request"]["uid"], endpoint, dry_run))
         assert server.client().request("POST", "/validate", b"{bad", JSON_HEADERS).status == 400
+        assert _journal_helpers(server) == (1 if writer == "helper" else 0)
     finally:
         server.stop_gracefully()
     records = logged(log)
@@ -72,8 +91,11 @@ def test_one_record_per_decision_with_dry_run_marked(cert_dir: Path, log: Path) 
     assert verify(expand([log]), from_genesis=True).ok
 
 
-def test_every_acknowledged_decision_survives_sigkill_under_load(cert_dir: Path, log: Path) -> None:
-    server = serve(cert_dir, log)
+@WRITERS
+def test_every_acknowledged_decision_survives_sigkill_under_load(
+    cert_dir: Path, log: Path, writer: str
+) -> None:
+    server = serve(cert_dir, log, "--audit-writer", writer)
     acknowledged: list[str] = []
     lock = threading.Lock()
     enough = threading.Event()

@@ -25,9 +25,13 @@ def build_recorder(
     if settings.audit_log is None:
         return None
     metrics = AuditMetrics(registry)
-    helper = JournalHelper(helper_config(settings), on_batch=metrics.batch.observe)
-    # Without the journal helper (it could not start, or exited) the worker writes as it always
-    # could, its fsyncs in the fsync helper.
+    helper = (
+        JournalHelper(helper_config(settings), on_batch=metrics.batch.observe)
+        if settings.audit_writer == "helper"
+        else None
+    )
+    # Without the journal helper (--audit-writer worker, or it could not start, or exited) the
+    # worker writes its records itself, its fsyncs in the fsync helper.
     writer = AuditWriter(
         build_journal(settings), on_batch=metrics.batch.observe, syncer=FsyncHelper(), helper=helper
     )

@@ -98,16 +98,7 @@ def uses_nvidia_gpu(container: dict[str, Any], shared_names: tuple[str, ...] = (
 def reaches_devices(container: dict[str, Any], shared_names: tuple[str, ...] = ()) -> bool:
     """uses_nvidia_gpu or asks_device_class, in one look at the container's resources (void asks
     it of every container of every GPU pod)."""
-    resources = container.get("resources")
-    if not isinstance(resources, dict):
-        return False
-    for section in SECTIONS:
-        values = resources.get(section)
-        if isinstance(values, dict):
-            for name in values:
-                if names.gives_nvidia_gpu(name) or name in shared_names or name.startswith(IMPLICIT_PREFIX):
-                    return True
-    return False
+    return _any_name(container, _reaches, shared_names)
 
 
 def asks_device_class(container: dict[str, Any]) -> bool:
@@ -118,6 +109,10 @@ def asks_device_class(container: dict[str, Any]) -> bool:
 
 def _implicit(name: str, _shared: tuple[str, ...]) -> bool:
     return name.startswith(IMPLICIT_PREFIX)
+
+
+def _reaches(name: str, shared_names: tuple[str, ...]) -> bool:
+    return names.gives_nvidia_gpu(name) or name in shared_names or name.startswith(IMPLICIT_PREFIX)
 
 
 def _nvidia(name: str, shared_names: tuple[str, ...]) -> bool:

@@ -55,41 +55,47 @@ def check_request(request: Any, *, depth_checked: bool = False) -> AdmissionRequ
 
 def _check_envelope(document: dict[str, Any]) -> None:
     api_version = document.get("apiVersion")
-    _require(
-        api_version == ADMISSION_API_VERSION,
-        f"unsupported apiVersion {_show(api_version)}; expected {ADMISSION_API_VERSION}",
-    )
+    if api_version != ADMISSION_API_VERSION:
+        expected = ADMISSION_API_VERSION
+        raise MalformedReview(f"unsupported apiVersion {_show(api_version)}; expected {expected}")
     kind = document.get("kind")
-    _require(kind == ADMISSION_KIND, f"unsupported kind {_show(kind)}; expected {ADMISSION_KIND}")
+    if kind != ADMISSION_KIND:
+        raise MalformedReview(f"unsupported kind {_show(kind)}; expected {ADMISSION_KIND}")
+
+
+# Every check runs on every request, and its message is built only when it fails.
 
 
 def _check_request(request: dict[str, Any]) -> None:
     uid = request.get("uid")
-    _require(isinstance(uid, str) and 0 < len(uid) <= 256, "request.uid must be a non-empty string")
+    if not isinstance(uid, str) or not 0 < len(uid) <= 256:
+        raise MalformedReview("request.uid must be a non-empty string")
     _check_mapping_of_strings(request, "kind", _GVK_KEYS, required=True)
     for key in ("resource", "requestResource"):
         _check_mapping_of_strings(request, key, _GVR_KEYS, required=False)
     _check_mapping_of_strings(request, "requestKind", _GVK_KEYS, required=False)
     operation = request.get("operation")
-    _require(
-        isinstance(operation, str) and operation in OPERATIONS,
-        f"request.operation {_show(operation)} is not one of {sorted(OPERATIONS)}",
-    )
-    _check_object(request, str(operation))
+    if not isinstance(operation, str) or operation not in OPERATIONS:
+        raise MalformedReview(f"request.operation {_show(operation)} is not one of {sorted(OPERATIONS)}")
+    _check_object(request, operation)
     for key in _OPTIONAL_STRINGS:
-        _require(isinstance(request.get(key, ""), str), f"request.{key} must be a string")
+        if not isinstance(request.get(key, ""), str):
+            raise MalformedReview(f"request.{key} must be a string")
     for key in _OPTIONAL_OBJECTS:
-        _require(_is_object_or_null(request.get(key)), f"request.{key} must be an object or null")
-    _require(isinstance(request.get("dryRun", False), bool), "request.dryRun must be a boolean")
+        if not _is_object_or_null(request.get(key)):
+            raise MalformedReview(f"request.{key} must be an object or null")
+    if not isinstance(request.get("dryRun", False), bool):
+        raise MalformedReview("request.dryRun must be a boolean")
     _check_user_info(request.get("userInfo", {}))
 
 
 def _check_object(request: dict[str, Any], operation: str) -> None:
     obj = request.get("object")
     if operation in ("CREATE", "UPDATE"):
-        _require(isinstance(obj, dict), f"request.object must be an object for {operation}")
-    else:
-        _require(_is_object_or_null(obj), "request.object must be an object or null")
+        if not isinstance(obj, dict):
+            raise MalformedReview(f"request.object must be an object for {operation}")
+    elif not _is_object_or_null(obj):
+        raise MalformedReview("request.object must be an object or null")
 
 
 def _check_mapping_of_strings(
@@ -101,18 +107,18 @@ def _check_mapping_of_strings(
     if not isinstance(value, dict):
         raise MalformedReview(f"request.{key} must be an object")
     for field in fields:
-        _require(isinstance(value.get(field), str), f"request.{key}.{field} must be a string")
+        if not isinstance(value.get(field), str):
+            raise MalformedReview(f"request.{key}.{field} must be a string")
 
 
 def _check_user_info(user: Any) -> None:
     if not isinstance(user, dict):
         raise MalformedReview("request.userInfo must be an object")
-    _require(isinstance(user.get("username", ""), str), "request.userInfo.username must be a string")
+    if not isinstance(user.get("username", ""), str):
+        raise MalformedReview("request.userInfo.username must be a string")
     groups = user.get("groups", [])
-    _require(
-        isinstance(groups, list) and all(isinstance(g, str) for g in groups),
-        "request.userInfo.groups must be a list of strings",
-    )
+    if not (isinstance(groups, list) and all(isinstance(g, str) for g in groups)):
+        raise MalformedReview("request.userInfo.groups must be a list of strings")
 
 
 def _check_depth(value: Any) -> None:
@@ -120,7 +126,8 @@ def _check_depth(value: Any) -> None:
     level, depth = [value], 0
     while level:
         depth += 1
-        _require(depth <= MAX_DEPTH, f"request is nested deeper than {MAX_DEPTH} levels")
+        if depth > MAX_DEPTH:
+            raise MalformedReview(f"request is nested deeper than {MAX_DEPTH} levels")
         below: list[Any] = []
         for node in level:
             children = node.values() if type(node) is dict else node

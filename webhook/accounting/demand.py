@@ -27,7 +27,7 @@ from fractions import Fraction
 from typing import Any
 
 from webhook import gpu, quantity, vendors
-from webhook.accounting import kai, names
+from webhook.accounting import by_resources, kai, names
 from webhook.accounting.usage import NOTHING, ZERO, Usage
 from webhook.dra.devices import ClaimError, DeviceAsk
 from webhook.dra.index import IMPLICIT_PREFIX, DraIndex
@@ -484,6 +484,12 @@ def _containers(spec: Mapping[str, Any], field: str) -> list[Mapping[str, Any]]:
 
 def _amounts(container: Mapping[str, Any], field: str) -> Amounts:
     """Extended resources (names with a '/'); a request defaults to the limit, as the apiserver does."""
+    if type(container) is dict:
+        return _remembered_amounts(container, field)
+    return _read_amounts(container, field)
+
+
+def _read_amounts(container: Mapping[str, Any], field: str) -> Amounts:
     name = container.get("name", "?")
     resources = _mapping(container.get("resources"), f"{field} {name!r} resources")
     requests = _mapping(resources.get("requests"), f"{field} {name!r} requests")
@@ -501,6 +507,9 @@ def _amounts(container: Mapping[str, Any], field: str) -> Amounts:
         except quantity.QuantityError as e:
             raise QuotaInputError(_named(str(e), name, resource)) from e
     return tuple(sorted((k, v) for k, v in amounts.items() if v))
+
+
+_remembered_amounts = by_resources.Remembered(_read_amounts, by_resources.always)
 
 
 def _named(message: str, container: str, resource: str) -> str:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook import gpu, quantity
-from webhook.accounting import names
+from webhook.accounting import by_resources, names
 from webhook.dra.index import IMPLICIT_PREFIX
 from webhook.errors import AdmissionDenied
 from webhook.fields import mapping
@@ -119,10 +119,16 @@ def _nvidia(name: str, shared_names: tuple[str, ...]) -> bool:
     return names.gives_nvidia_gpu(name) or name in shared_names
 
 
-def _any_name(
-    container: dict[str, Any], test: Callable[[str, tuple[str, ...]], bool], shared_names: tuple[str, ...]
-) -> bool:
-    # Asked of every container of every review (is_gpu_pod, void, the checkpoint): plain loops.
+NameTest = Callable[[str, tuple[str, ...]], bool]
+
+
+def _any_name(container: dict[str, Any], test: NameTest, shared_names: tuple[str, ...]) -> bool:
+    # Asked of every container of every review (is_gpu_pod, void, the checkpoint, the checks).
+    return _remembered_any_name(container, (test, shared_names))
+
+
+def _read_any_name(container: dict[str, Any], question: tuple[NameTest, tuple[str, ...]]) -> bool:
+    test, shared_names = question
     resources = container.get("resources")
     if not isinstance(resources, dict):
         return False
@@ -133,3 +139,18 @@ def _any_name(
                 if test(name, shared_names):
                     return True
     return False
+
+
+_remembered_any_name = by_resources.Remembered(_read_any_name, by_resources.always)
+
+
+def asked_names(container: dict[str, Any]) -> tuple[str, ...]:
+    """Every resource name in the container's limits and requests, sorted."""
+    return _remembered_names(container, ())
+
+
+def _read_names(container: dict[str, Any], _: tuple[()]) -> tuple[str, ...]:
+    return tuple(sorted({name for section in sections(container).values() for name in section}))
+
+
+_remembered_names = by_resources.Remembered(_read_names, by_resources.always)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from webhook import gpu, quantity
-from webhook.accounting import asks, kai, names
+from webhook.accounting import asks, by_resources, kai, names
 from webhook.accounting.count import GpuCount
 from webhook.accounting.needs import read_needs
 from webhook.accounting.target import PodTarget
@@ -116,9 +116,13 @@ def _quantities(
     return findings
 
 
-def _container_quantities(container: dict[str, object], shared_names: tuple[str, ...]) -> str | None:
+def _container_quantities(container: dict[str, Any], shared_names: tuple[str, ...]) -> str | None:
     """What is wrong with the container's GPU counts, without naming the container (the caller
     does, only when something is wrong: this runs for every container of every review)."""
+    return _remembered_quantities(container, shared_names)
+
+
+def _read_quantities(container: dict[str, Any], shared_names: tuple[str, ...]) -> str | None:
     values = resources.sections(container)
     asked = {n for section in values.values() for n in section if names.is_accelerator(n, shared_names)}
     for name in sorted(asked):
@@ -129,6 +133,9 @@ def _container_quantities(container: dict[str, object], shared_names: tuple[str,
         if len(set(counts.values())) > 1:
             return f"{name} request ({counts['requests']}) must equal its limit ({counts['limits']})"
     return None
+
+
+_remembered_quantities = by_resources.Remembered(_read_quantities, lambda problem: problem is None)
 
 
 def kai_updated(target: PodTarget, old_annotations: dict[str, str], via: str = "UPDATE") -> list[Finding]:
@@ -207,7 +214,7 @@ def _foreign_share(
             return f"a KAI GPU fraction ({', '.join(kai)})"
     shared = (gpu.SHARED_GPU, *shared_names)
     for container in containers:
-        for name in sorted({n for section in resources.sections(container).values() for n in section}):
+        for name in resources.asked_names(container):
             if mode != "mig" and names.is_mig(name):
                 return f"the MIG slice {name}"
             if mode not in ("timeslice", "mps") and name in shared:

@@ -240,7 +240,20 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 def _query_value(query: bytes, name: str) -> str | None:
     """One query parameter, the last if repeated, as starlette's QueryParams reads it; most
-    requests carry only `timeout`, and building QueryParams for it costs more than the lookup."""
+    requests carry only `timeout`, and building QueryParams for it costs more than the lookup.
+    kube-apiserver sends the same short query (`?timeout=10s`) on every call: short ones are
+    remembered, long ones (only a hand-made request has them) are read each time."""
+    if len(query) <= 256:
+        return _short_query_value(query, name)
+    return _read_query_value(query, name)
+
+
+@functools.lru_cache(maxsize=64)
+def _short_query_value(query: bytes, name: str) -> str | None:
+    return _read_query_value(query, name)
+
+
+def _read_query_value(query: bytes, name: str) -> str | None:
     if not query:
         return None
     found = [value for key, value in urllib.parse.parse_qsl(query.decode("latin-1"), True) if key == name]

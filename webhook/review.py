@@ -358,18 +358,21 @@ def validate(
         decision = decide(findings)
     else:
         decision = _with_quota(request, deps, actions, findings, count)
+    # Gathered and applied at once: every replace() copies the whole decision.
+    changes: dict[str, Any] = {}
     annotations = {**constraints.audit_annotations, **native.audit_annotations}
     if annotations:
-        decision = replace(decision, audit_annotations={**decision.audit_annotations, **annotations})
+        changes["audit_annotations"] = {**decision.audit_annotations, **annotations}
     if not decision.allowed and decision.code == 403 and _native_denied_first(findings, native):
-        decision = replace(decision, code=native.code)
-    if count is None or not decision.allowed:
-        return decision
-    if not count.estimated:
-        return replace(decision, gpus=count.equivalents)
-    warnings = clamp_warnings([*decision.warnings, ESTIMATED])
-    own = decision.own_warnings | {w for w in warnings if w not in decision.warnings}
-    return replace(decision, gpus=count.equivalents, warnings=warnings, own_warnings=own)
+        changes["code"] = native.code
+    if count is not None and decision.allowed:
+        changes["gpus"] = count.equivalents
+        if count.estimated:
+            warnings = clamp_warnings([*decision.warnings, ESTIMATED])
+            changes["warnings"] = warnings
+            added = {w for w in warnings if w not in decision.warnings}
+            changes["own_warnings"] = decision.own_warnings | added
+    return replace(decision, **changes) if changes else decision
 
 
 def _native_denied_first(findings: list[Finding], native: native_validating.NativeOutcome) -> bool:

@@ -212,6 +212,27 @@ def test_values_are_counted_exactly_past_the_shortcut() -> None:
     assert bounds.count_values({"a": 2**70}, 10) == 2  # orjson refuses the integer: walked
 
 
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-9, 9) | st.sampled_from(["", "x", "1e2"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from("abcd"), inner, max_size=4),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(["metadata", "data", "extra"]), JSON_VALUES, max_size=3))
+def test_the_body_size_proves_the_values_bound(obj: dict[str, Any]) -> None:
+    """Measured with the size of the body it came from, an object gets the same verdict as
+    measured alone: each of its values takes at least a byte of that body (its first byte
+    belongs to it alone), so a body within the bound holds no object past it. The bound is
+    lowered so that generated objects fall on both sides of it."""
+    body = orjson.dumps({"request": {"object": obj}})
+    decoded = orjson.loads(body)["request"]["object"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bounds, "MAX_VALUES", 12)
+        assert bounds.measure(decoded, body_bytes=len(body)) == bounds.measure(decoded)
+
+
 DEPS = ReviewDeps(policies=bundled_policies())
 HEAVY_POD = _with(_capabilities(10_000))  # the red-team's pod: ~180 KiB, 1.5 ms of Rego an entry
 

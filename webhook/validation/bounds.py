@@ -129,8 +129,10 @@ class Measure(NamedTuple):
     entries: int  # 0 unless asked for
 
 
-def measure(obj: KubeObject | None, *, entries: bool = True) -> Measure:
-    """Both figures in one pass; `entries` False: the bound alone (what review() asks)."""
+def measure(obj: KubeObject | None, *, entries: bool = True, body_bytes: int | None = None) -> Measure:
+    """Both figures in one pass; `entries` False: the bound alone (what review() asks).
+    `body_bytes`: the size of the body `obj` was decoded from. Every JSON value takes at least a
+    byte of it, so a body within MAX_VALUES bytes holds no object past that bound."""
     if not isinstance(obj, dict):
         return Measure(None, 0)
     target = pod_target(obj)
@@ -146,7 +148,8 @@ def measure(obj: KubeObject | None, *, entries: bool = True) -> Measure:
         found = found or _pod_problem(target, containers, tally)
     if found is not None:
         return Measure(f"{_describe(obj)}: {found}", walked)
-    if count_values(obj, MAX_VALUES) > MAX_VALUES:
+    values_known = body_bytes is not None and body_bytes <= MAX_VALUES
+    if not values_known and count_values(obj, MAX_VALUES) > MAX_VALUES:
         return Measure(f"{_describe(obj)} holds more than {MAX_VALUES} JSON values", walked)
     return Measure(None, walked)
 
@@ -321,7 +324,7 @@ class Checked:
 def estimate(obj: KubeObject | None, old: KubeObject | None, body_bytes: int) -> tuple[bool, Checked | None]:
     """is_heavy(), and the objects as Checked when they are within every bound (None: past one,
     refused at once wherever it runs). One pass over each object for both."""
-    measured = measure(obj)
+    measured = measure(obj, body_bytes=body_bytes)
     entries = measured.entries + walked_entries(old)
     heavy = body_bytes > HEAVY_BYTES or entries > HEAVY_ENTRIES
     return heavy, (Checked(obj, old) if _oversize(measured, old) is None else None)

@@ -40,13 +40,18 @@ class ShapeError(ValueError):
         return f"{path} {self.reason}" if path else self.reason
 
 
-# Every check runs on every review. Paths are relative to the part being checked, and each
-# caller prefixes its own part only when an error passes through it: the happy path formats
-# nothing.
+# Two paths, one verdict. Every review asks, and nearly every pod is well-shaped, so
+# `_well_shaped` answers first: straight loops over the values a JSON decoder builds (exact
+# types), a call per part rather than per field. Only a pod it does not accept is walked by the
+# checks below, which accept the same JSON and also subclasses (offline callers pass those),
+# and which name the field at fault. Paths are relative to the part being checked, and each
+# caller prefixes its own part only when an error passes through it.
 
 
 def check_pod_shape(target: PodTarget) -> None:
     pod = target.pod
+    if _well_shaped(pod):
+        return
     metadata = _optional(pod, "metadata", dict)
     if metadata:
         try:
@@ -243,3 +248,128 @@ def _string_map(parent: dict[str, Any], key: str) -> None:
 
 
 _NAMES = {dict: "an object", str: "a string", int: "an integer", list: "a list", bool: "a boolean"}
+
+
+def _well_shaped(pod: dict[str, Any]) -> bool:
+    """The checks below, on exact JSON types only; False means "walk it", not "malformed"."""
+    metadata, spec = pod.get("metadata"), pod.get("spec")
+    if metadata is not None and not (type(metadata) is dict and _plain_metadata(metadata)):
+        return False
+    return spec is None or (type(spec) is dict and _plain_spec(spec))
+
+
+def _plain_metadata(metadata: dict[str, Any]) -> bool:
+    if not _typed(metadata, ("name", "namespace", "generateName"), str):
+        return False
+    for key in ("labels", "annotations"):
+        found = metadata.get(key)
+        if found is not None and not (type(found) is dict and all(type(v) is str for v in found.values())):
+            return False
+    return True
+
+
+def _plain_spec(spec: dict[str, Any]) -> bool:
+    if not (_typed(spec, _SPEC_STRINGS, str) and _typed(spec, _SPEC_BOOLS, bool)):
+        return False
+    if not _typed(spec, ("terminationGracePeriodSeconds",), int):
+        return False
+    if not (_maps(spec.get("tolerations")) and _maps(spec.get("resourceClaims"))):
+        return False
+    volumes = spec.get("volumes")
+    if not (_maps(volumes) and all(_plain_volume(v) for v in volumes or ())):
+        return False
+    for list_name in _ALL_CONTAINER_LISTS:
+        containers = spec.get(list_name)
+        if not (_maps(containers) and all(_plain_container(c) for c in containers or ())):
+            return False
+    affinity = spec.get("affinity")
+    return affinity is None or (type(affinity) is dict and _plain_affinity(affinity))
+
+
+def _plain_volume(volume: dict[str, Any]) -> bool:
+    host_path = volume.get("hostPath")
+    if host_path is not None and not (type(host_path) is dict and _typed(host_path, ("path", "type"), str)):
+        return False
+    return _typed(volume, ("name",), str)
+
+
+def _plain_container(container: dict[str, Any]) -> bool:
+    if not _typed(container, _CONTAINER_STRINGS, str):
+        return False
+    resources = container.get("resources")
+    if resources is not None and not (
+        type(resources) is dict
+        and _typed(resources, ("limits", "requests"), dict)
+        and _maps(resources.get("claims"))
+    ):
+        return False
+    context = container.get("securityContext")
+    if context is not None and not (type(context) is dict and _plain_security_context(context)):
+        return False
+    for key, strings, maps, bools in _ENTRY_TYPES:
+        items = container.get(key)
+        if items is not None and not (
+            type(items) is list and all(_plain_entry(i, strings, maps, bools) for i in items)
+        ):
+            return False
+    return True
+
+
+def _plain_security_context(context: dict[str, Any]) -> bool:
+    if not (_typed(context, _SECURITY_BOOLS, bool) and _typed(context, ("procMount",), str)):
+        return False
+    capabilities = context.get("capabilities")
+    if capabilities is None:
+        return True
+    if type(capabilities) is not dict:
+        return False
+    for key in ("add", "drop"):
+        names = capabilities.get(key)
+        if names is not None and not (type(names) is list and all(type(n) is str for n in names)):
+            return False
+    return True
+
+
+def _plain_entry(item: Any, strings: tuple[str, ...], maps: tuple[str, ...], bools: tuple[str, ...]) -> bool:
+    return (
+        type(item) is dict
+        and _typed(item, strings, str)
+        and _typed(item, maps, dict)
+        and _typed(item, bools, bool)
+    )
+
+
+def _plain_affinity(affinity: dict[str, Any]) -> bool:
+    node = affinity.get("nodeAffinity")
+    if node is None:
+        return True
+    if type(node) is not dict:
+        return False
+    required = node.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required is not None:
+        if type(required) is not dict:
+            return False
+        terms = required.get("nodeSelectorTerms")
+        if not (_maps(terms) and all(_maps(t.get("matchExpressions")) for t in terms or ())):
+            return False
+    preferred = node.get("preferredDuringSchedulingIgnoredDuringExecution")
+    return _maps(preferred) and all(_typed(p, ("preference",), dict) for p in preferred or ())
+
+
+def _typed(parent: dict[str, Any], keys: tuple[str, ...], kind: type) -> bool:
+    get = parent.get
+    for key in keys:
+        value = get(key)
+        if value is not None and type(value) is not kind:
+            return False
+    return True
+
+
+def _maps(value: Any) -> bool:
+    """Absent, or a list of objects."""
+    return value is None or (type(value) is list and all(type(v) is dict for v in value))
+
+
+_ENTRY_TYPES = tuple(
+    (key, _ENTRY_STRINGS[key], _ENTRY_MAPS[key], _ENTRY_BOOLS[key]) for key in _ENTRY_STRINGS
+)
